@@ -1,0 +1,187 @@
+#include "kvlab/npy.h"
+
+#include <zlib.h>
+
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <stdexcept>
+
+#include "atomic_file.h"
+
+namespace kvlab {
+
+size_t NpyArray::item_size() const {
+  if (descr.size() < 3) throw std::runtime_error("npy: bad dtype '" + descr + "'");
+  return (size_t)std::stoul(descr.substr(2));
+}
+
+int64_t NpyArray::numel() const {
+  int64_t n = 1;
+  for (auto d : shape) n *= d;
+  return n;
+}
+
+namespace {
+
+[[noreturn]] void fail(const std::string& path, const std::string& why) {
+  throw std::runtime_error("'" + path + "': " + why);
+}
+
+// Value of `'key': value` in the header dict (up to the next ',' at depth 0 or '}').
+std::string header_field(const std::string& h, const std::string& key, const std::string& path) {
+  const size_t k = h.find("'" + key + "'");
+  if (k == std::string::npos) fail(path, "npy header lacks '" + key + "': " + h);
+  size_t p = h.find(':', k);
+  if (p == std::string::npos) fail(path, "npy header malformed: " + h);
+  ++p;
+  while (p < h.size() && h[p] == ' ') ++p;
+  size_t e = p;
+  int depth = 0;
+  for (; e < h.size(); ++e) {
+    if (h[e] == '(') ++depth;
+    if (h[e] == ')') --depth;
+    if (depth == 0 && (h[e] == ',' || h[e] == '}')) break;
+  }
+  return h.substr(p, e - p);
+}
+
+std::vector<int64_t> parse_shape(const std::string& s, const std::string& path) {
+  if (s.size() < 2 || s.front() != '(' || s.back() != ')') fail(path, "npy shape '" + s + "' is not a tuple");
+  std::vector<int64_t> shape;
+  std::string num;
+  for (size_t i = 1; i + 1 <= s.size(); ++i) {
+    const char c = s[i];
+    if (c >= '0' && c <= '9') num += c;
+    else if (c == ',' || c == ')') {
+      if (!num.empty()) shape.push_back(std::stoll(num)), num.clear();
+    } else if (c != ' ' && c != 'L')
+      fail(path, "npy shape '" + s + "' is malformed");
+  }
+  return shape;
+}
+
+std::string header_text(const NpyArray& a) {
+  std::string shape = "(";
+  for (size_t i = 0; i < a.shape.size(); ++i) shape += std::to_string(a.shape[i]) + (i + 1 < a.shape.size() ? ", " : "");
+  if (a.shape.size() == 1) shape += ",";
+  shape += ")";
+  std::string h = "{'descr': '" + a.descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
+  const size_t total = 10 + h.size() + 1;
+  h.append((64 - total % 64) % 64, ' ');
+  return h + "\n";
+}
+
+}  // namespace
+
+NpyArray read_npy(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) fail(path, "cannot open file");
+  std::vector<uint8_t> buf((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (buf.size() < 10 || std::memcmp(buf.data(), "\x93NUMPY", 6) != 0)
+    fail(path, "not a .npy file (bad magic or shorter than 10 bytes)");
+  const int major = buf[6];
+  size_t hlen, hstart;
+  if (major == 1) hlen = buf[8] | (buf[9] << 8), hstart = 10;
+  else if (major == 2 || major == 3) {
+    if (buf.size() < 12) fail(path, "truncated .npy header");
+    hlen = buf[8] | (buf[9] << 8) | (buf[10] << 16) | ((size_t)buf[11] << 24), hstart = 12;
+  } else
+    fail(path, "unsupported .npy format version " + std::to_string(major));
+  if (buf.size() < hstart + hlen) fail(path, "truncated .npy header");
+  const std::string h(buf.begin() + hstart, buf.begin() + hstart + hlen);
+  NpyArray a;
+  std::string descr = header_field(h, "descr", path);
+  if (descr.size() < 2 || descr.front() != '\'') fail(path, "npy dtype " + descr + " is not a simple dtype");
+  a.descr = descr.substr(1, descr.size() - 2);
+  if (a.descr.empty() || a.descr[0] == '>')
+    fail(path, "npy dtype '" + a.descr + "' is big-endian or empty; save little-endian data");
+  if (header_field(h, "fortran_order", path) != "False")
+    fail(path, "npy array is in Fortran order; save it with np.ascontiguousarray");
+  a.shape = parse_shape(header_field(h, "shape", path), path);
+  size_t item;
+  try {
+    item = a.item_size();
+  } catch (const std::exception&) {
+    fail(path, "npy dtype '" + a.descr + "' is not a fixed-size numeric type");
+  }
+  const size_t need = (size_t)a.numel() * item, have = buf.size() - hstart - hlen;
+  if (have < need)
+    fail(path, "truncated .npy data: shape needs " + std::to_string(need) + " bytes, file holds " + std::to_string(have));
+  a.bytes.assign(buf.begin() + hstart + hlen, buf.begin() + hstart + hlen + need);
+  return a;
+}
+
+std::vector<uint8_t> npy_bytes(const NpyArray& a) {
+  const std::string h = header_text(a);
+  std::vector<uint8_t> out = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (uint8_t)(h.size() & 0xff), (uint8_t)(h.size() >> 8)};
+  out.insert(out.end(), h.begin(), h.end());
+  out.insert(out.end(), a.bytes.begin(), a.bytes.end());
+  return out;
+}
+
+void write_npy(const std::string& path, const NpyArray& a) {
+  const auto bytes = npy_bytes(a);
+  detail::AtomicFile f(path);
+  f.write(bytes.data(), bytes.size());
+  f.commit();
+}
+
+template <class T>
+static NpyArray make(const std::vector<T>& v, std::vector<int64_t> shape, const char* descr) {
+  NpyArray a;
+  a.descr = descr;
+  a.shape = std::move(shape);
+  if (a.numel() != (int64_t)v.size()) throw std::logic_error("make_npy: data size does not match shape");
+  a.bytes.resize(v.size() * sizeof(T));
+  if (!v.empty()) std::memcpy(a.bytes.data(), v.data(), a.bytes.size());
+  return a;
+}
+NpyArray make_npy(const std::vector<float>& v, std::vector<int64_t> s) { return make(v, std::move(s), "<f4"); }
+NpyArray make_npy(const std::vector<uint16_t>& v, std::vector<int64_t> s) { return make(v, std::move(s), "<f2"); }
+NpyArray make_npy(const std::vector<uint8_t>& v, std::vector<int64_t> s) { return make(v, std::move(s), "|u1"); }
+
+TensorView as_tensor(const NpyArray& a, const std::string& path) {
+  DType t;
+  if (a.descr == "<f2") t = DType::F16;
+  else if (a.descr == "<f4") t = DType::F32;
+  else fail(path, "dtype '" + a.descr + "' is not supported here; use float16 ('<f2') or float32 ('<f4')");
+  return {a.bytes.data(), t, a.shape};
+}
+
+// ZIP container, method 0 (stored), no ZIP64: each member and the archive stay below 4 GiB.
+void write_npz(const std::string& path, const std::vector<std::pair<std::string, NpyArray>>& arrays) {
+  std::vector<uint8_t> central;
+  uint64_t offset = 0;
+  detail::AtomicFile f(path);
+  auto put16 = [](std::vector<uint8_t>& b, uint32_t v) { b.push_back(v & 0xff), b.push_back((v >> 8) & 0xff); };
+  auto put32 = [&](std::vector<uint8_t>& b, uint32_t v) { put16(b, v & 0xffff), put16(b, v >> 16); };
+  for (const auto& [name, arr] : arrays) {
+    const auto data = npy_bytes(arr);
+    const std::string fname = name + ".npy";
+    if (data.size() >= 0xffffffffull || offset >= 0xffffffffull)
+      throw std::runtime_error("'" + path + "': array '" + name + "' makes the .npz exceed 4 GiB (no ZIP64 support)");
+    const uint32_t crc = (uint32_t)crc32_z(0L, data.data(), data.size());
+    std::vector<uint8_t> local;
+    put32(local, 0x04034b50), put16(local, 20), put16(local, 0), put16(local, 0), put16(local, 0), put16(local, 0x21);
+    put32(local, crc), put32(local, (uint32_t)data.size()), put32(local, (uint32_t)data.size());
+    put16(local, (uint32_t)fname.size()), put16(local, 0);
+    local.insert(local.end(), fname.begin(), fname.end());
+    put32(central, 0x02014b50), put16(central, 20), put16(central, 20), put16(central, 0), put16(central, 0);
+    put16(central, 0), put16(central, 0x21), put32(central, crc), put32(central, (uint32_t)data.size());
+    put32(central, (uint32_t)data.size()), put16(central, (uint32_t)fname.size()), put16(central, 0);
+    put16(central, 0), put16(central, 0), put16(central, 0), put32(central, 0), put32(central, (uint32_t)offset);
+    central.insert(central.end(), fname.begin(), fname.end());
+    f.write(local.data(), local.size());
+    f.write(data.data(), data.size());
+    offset += local.size() + data.size();
+  }
+  std::vector<uint8_t> end;
+  put32(end, 0x06054b50), put16(end, 0), put16(end, 0), put16(end, (uint32_t)arrays.size());
+  put16(end, (uint32_t)arrays.size()), put32(end, (uint32_t)central.size()), put32(end, (uint32_t)offset), put16(end, 0);
+  f.write(central.data(), central.size());
+  f.write(end.data(), end.size());
+  f.commit();
+}
+
+}  // namespace kvlab

@@ -1,0 +1,77 @@
+// kvlab quantize --input X.npy --quantizer SPEC --out OUT.npz
+#include <cstdio>
+#include <stdexcept>
+
+#include "common.h"
+#include "kvlab/half.h"
+#include "kvlab/npy.h"
+#include "kvlab/quantizer.h"
+
+namespace kvlab::cli {
+namespace {
+
+struct QuantizeArgs {
+  std::string input, spec, out;
+};
+
+NpyArray params_array(const std::vector<float>& v, ParamType t, std::vector<int64_t> shape) {
+  if (t == ParamType::F32) return make_npy(v, std::move(shape));
+  std::vector<uint16_t> h(v.size());
+  for (size_t i = 0; i < v.size(); ++i) h[i] = float_to_half(v[i]);
+  return make_npy(h, std::move(shape));
+}
+
+void run(const QuantizeArgs& a) {
+  const NpyArray x = read_npy(a.input);
+  const TensorView view = as_tensor(x, a.input);
+  if (view.shape.size() < 2 || view.shape.size() > 4)
+    throw std::invalid_argument("'" + a.input + "': shape " + shape_string(view.shape) +
+                                " is not (T, D), (H, T, D) or (B, H, T, D)");
+  const QuantizerSpec spec = parse_quantizer(a.spec);
+  const QuantizedTensor q = quantize(view, spec);
+  // Leading dims of the input, then the per-slice layout of docs/FORMATS.md.
+  std::vector<int64_t> lead(view.shape.begin(), view.shape.end() - 2);
+  auto with = [&](std::initializer_list<int64_t> tail) {
+    auto s = lead;
+    s.insert(s.end(), tail);
+    return s;
+  };
+  const int64_t T = q.tokens(), D = q.dims();
+  std::vector<std::pair<std::string, NpyArray>> arrays;
+  arrays.emplace_back("q", make_npy(unpack_codes(q), view.shape));
+  arrays.emplace_back("dequant", make_npy(dequantize(q), view.shape));
+  if (spec.boosted()) {
+    const int64_t P = q.pages();
+    arrays.emplace_back("codes", make_npy(q.codes, {(int64_t)q.codes.size()}));
+    arrays.emplace_back("high", make_npy(q.high, {(int64_t)q.high.size()}));
+    arrays.emplace_back("boost_index", make_npy(q.boost_index, with({P, D})));
+    arrays.emplace_back("scale", params_array(q.scale, spec.params, with({P, D})));
+    arrays.emplace_back("zero", params_array(q.zero, spec.params, with({P, D})));
+  } else {
+    const bool channel = spec.axis == Axis::Channel;
+    const int64_t R = channel ? D : T, L = channel ? T : D, groups = (L + q.group - 1) / q.group;
+    arrays.emplace_back("codes", make_npy(q.codes, with({R, (int64_t)(q.codes.size() / (q.slices() * R))})));
+    arrays.emplace_back("scale", params_array(q.scale, spec.params, with({R, groups})));
+    if (spec.scheme == Scheme::Asym) arrays.emplace_back("zero", params_array(q.zero, spec.params, with({R, groups})));
+  }
+  write_npz(a.out, arrays);
+  std::printf("%s: %s %s -> %s  (%s, %.4f bits/element)\n", a.input.c_str(), x.descr.c_str(),
+              shape_string(view.shape).c_str(), a.out.c_str(), to_string(spec).c_str(), bits_per_element(q));
+}
+
+}  // namespace
+
+void add_quantize(CLI::App& app) {
+  auto args = std::make_shared<QuantizeArgs>();
+  auto* c = app.add_subcommand("quantize", "Quantize a .npy tensor (T, D), (H, T, D) or (B, H, T, D) into an .npz");
+  c->add_option("--input", args->input, "fp16 or fp32 .npy file")->required();
+  c->add_option("--quantizer", args->spec,
+                "key=value,... over scheme=asym|sym, bits=1..8, axis=channel|token, group=G|all, "
+                "params=fp16|fp32, profile=kvlab|kivi|kitty-sim, boost=RATIO")
+      ->required();
+  c->add_option("--out", args->out, "output .npz (arrays q, codes, scale, zero, dequant[, high, boost_index])")
+      ->required();
+  c->callback([args] { run(*args); });
+}
+
+}  // namespace kvlab::cli

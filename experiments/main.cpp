@@ -1,0 +1,23 @@
+// The `kvlab` command line: one subcommand per job.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <exception>
+
+#include "common.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"kvlab: KV-cache quantization research toolkit"};
+  app.require_subcommand(1);
+  kvlab::cli::add_quantize(app);
+  kvlab::cli::add_methods(app);
+  kvlab::cli::add_demo(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kvlab: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
