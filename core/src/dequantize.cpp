@@ -1,74 +1,114 @@
 // CPU reference: unpack and dequantize the plain and the Kitty-boost formats.
+// Every format is decoded into token-major tiles [len][D] with per-channel parameters, so
+// the per-element recipe calls vectorize across channels.
+#include <algorithm>
 #include <vector>
 
 #include "dispatch.h"
 #include "kvlab/pack.h"
 #include "kvlab/quantizer.h"
 #include "layout.h"
+#include "tiles.h"
 
 namespace kvlab {
 namespace {
 
 using detail::Layout;
+constexpr int64_t kChunk = 128;
 
-// Visit every element as (flat index in the input layout, code, group params, code bits).
+// A decoded tile: `len` token rows of D codes starting at flat element `first` of the
+// input layout; channel c uses scale[c], zero[c].
+struct Tile {
+  int64_t first, len;
+  const uint8_t* codes;
+  const float* scale;
+  const float* zero;
+};
+
 template <class F>
-void for_each_code(const QuantizedTensor& q, F&& f) {
+void decode_tiles(const QuantizedTensor& q, F&& emit) {
   const Layout lo(q);
   const int bits = lo.bits;
+  const int64_t D = lo.D;
   const bool asym = q.spec.scheme == Scheme::Asym;
-  auto params = [&](int64_t s) { return GroupParams{q.scale[s], asym ? q.zero[s] : 0.0f}; };
-  if (q.spec.boosted()) {
-#pragma omp parallel for schedule(static)
-    for (int64_t w = 0; w < lo.N * lo.P; ++w) {
-      const int64_t n = w / lo.P, p = w % lo.P, t0 = p * lo.G, len = lo.page_tokens(p);
-      const uint8_t* low = q.codes.data() + n * lo.slice_low() + lo.page_low(p);
-      const uint8_t* high = q.high.data() + n * lo.slice_high() + lo.page_high(p);
-      const uint8_t* index = q.boost_index.data() + w * lo.D;
-      const int64_t low_row = packed_bytes(len, bits), high_row = packed_bytes(len, 2);
-      for (int64_t i = 0; i < len; ++i)
-        for (int64_t c = 0; c < lo.D; ++c) {
-          uint32_t code = get_code(low + c * low_row, i, bits);
-          int width = bits;
-          if (index[c] != kNotBoosted) {
-            code |= get_code(high + index[c] * high_row, i, 2) << bits;
-            width = boosted_bits(bits);
+#pragma omp parallel
+  {
+    std::vector<uint8_t> codes(kChunk * D), scratch(kChunk * D + D), high(kChunk);
+    std::vector<float> scale(D), zero(D, 0.0f);
+    if (q.spec.boosted()) {
+#pragma omp for schedule(static)
+      for (int64_t w = 0; w < lo.N * lo.P; ++w) {
+        const int64_t n = w / lo.P, p = w % lo.P, len = lo.page_tokens(p);
+        const uint8_t* low = q.codes.data() + n * lo.slice_low() + lo.page_low(p);
+        const uint8_t* hi = q.high.data() + n * lo.slice_high() + lo.page_high(p);
+        const uint8_t* index = q.boost_index.data() + w * D;
+        const int64_t low_row = packed_bytes(len, bits), high_row = packed_bytes(len, 2);
+        std::copy_n(&q.scale[w * D], D, scale.begin());
+        std::copy_n(&q.zero[w * D], D, zero.begin());
+        for (int64_t c0 = 0; c0 < len; c0 += kChunk) {
+          const int64_t cl = std::min(kChunk, len - c0);
+          detail::unpack_tile(low, low_row, c0, cl, D, bits, codes.data(), scratch.data());
+          for (int64_t c = 0; c < D; ++c) {
+            if (index[c] == kNotBoosted) continue;
+            const uint8_t* row = hi + index[c] * high_row;
+            for (int64_t t = 0; t < cl; ++t) codes[t * D + c] |= (uint8_t)(get_code(row, c0 + t, 2) << bits);
           }
-          f(lo.elem(n, t0 + i, c), code, params(w * lo.D + c), width);
+          emit(Tile{lo.elem(n, p * lo.G + c0, 0), cl, codes.data(), scale.data(), zero.data()});
         }
-    }
-  } else if (lo.channel) {
-#pragma omp parallel for schedule(static)
-    for (int64_t w = 0; w < lo.N * lo.groups; ++w) {
-      const int64_t n = w / lo.groups, g = w % lo.groups, t0 = g * lo.G;
-      const int64_t len = std::min(lo.G, lo.T - t0);
-      for (int64_t t = t0; t < t0 + len; ++t)
-        for (int64_t c = 0; c < lo.D; ++c) {
-          const uint8_t* row = q.codes.data() + (n * lo.D + c) * lo.row_bytes;
-          f(lo.elem(n, t, c), get_code(row, t, bits), params((n * lo.D + c) * lo.groups + g), bits);
+      }
+    } else if (lo.channel) {
+#pragma omp for schedule(static)
+      for (int64_t w = 0; w < lo.N * lo.groups; ++w) {
+        const int64_t n = w / lo.groups, g = w % lo.groups, t0 = g * lo.G, len = std::min(lo.G, lo.T - t0);
+        for (int64_t c = 0; c < D; ++c) {
+          scale[c] = q.scale[(n * D + c) * lo.groups + g];
+          if (asym) zero[c] = q.zero[(n * D + c) * lo.groups + g];
         }
-    }
-  } else {
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < lo.N * lo.T; ++r) {
-      const uint8_t* row = q.codes.data() + r * lo.row_bytes;
-      for (int64_t c = 0; c < lo.D; ++c)
-        f(r * lo.D + c, get_code(row, c, bits), params(r * lo.groups + c / lo.G), bits);
+        for (int64_t c0 = 0; c0 < len; c0 += kChunk) {
+          const int64_t cl = std::min(kChunk, len - c0);
+          detail::unpack_tile(q.codes.data() + n * D * lo.row_bytes, lo.row_bytes, t0 + c0, cl, D, bits, codes.data(),
+                              scratch.data());
+          emit(Tile{lo.elem(n, t0 + c0, 0), cl, codes.data(), scale.data(), zero.data()});
+        }
+      }
+    } else {
+#pragma omp for schedule(static)
+      for (int64_t r = 0; r < lo.N * lo.T; ++r) {
+        unpack_row(q.codes.data() + r * lo.row_bytes, D, bits, codes.data());
+        for (int64_t c = 0; c < D; ++c) {
+          scale[c] = q.scale[r * lo.groups + c / lo.G];
+          if (asym) zero[c] = q.zero[r * lo.groups + c / lo.G];
+        }
+        emit(Tile{r * D, 1, codes.data(), scale.data(), zero.data()});
+      }
     }
   }
 }
 
+template <class Recipe, bool Sym, class Out, class Convert>
+void dequantize_row(const uint8_t* __restrict codes, const float* __restrict scale, const float* __restrict zero,
+                    int64_t D, int bits, Out* __restrict out, Convert convert) {
+  for (int64_t c = 0; c < D; ++c) {
+    const GroupParams p{scale[c], zero[c]};
+    out[c] = convert(Sym ? KvlabRecipe::sym_dequant(codes[c], p, bits) : Recipe::asym_dequant(codes[c], p));
+  }
+}
+
 template <class Out, class Convert>
-std::vector<Out> dequantize_to(const QuantizedTensor& q, Convert convert) {
-  std::vector<Out> out(numel(q.shape));
-  const bool sym = q.spec.scheme == Scheme::Sym;
+void dequantize_to(const QuantizedTensor& q, Out* out, Convert convert) {
+  const int64_t D = q.dims();
+  const int bits = q.spec.bits;
   detail::with_recipe(q.spec.profile, [&](auto recipe) {
     using R = decltype(recipe);
-    for_each_code(q, [&](int64_t i, uint32_t code, GroupParams p, int width) {
-      out[i] = convert(sym ? KvlabRecipe::sym_dequant(code, p, width) : R::asym_dequant(code, p));
+    decode_tiles(q, [&](const Tile& t) {
+      for (int64_t i = 0; i < t.len; ++i) {
+        if (q.spec.scheme == Scheme::Sym)
+          dequantize_row<R, true>(t.codes + i * D, t.scale, t.zero, D, bits, &out[t.first + i * D], convert);
+        else
+          dequantize_row<R, false>(t.codes + i * D, t.scale, t.zero, D, bits, &out[t.first + i * D], convert);
+      }
     });
   });
-  return out;
 }
 
 }  // namespace
@@ -83,16 +123,28 @@ int64_t QuantizedTensor::pages() const { return (tokens() + group - 1) / group; 
 
 std::vector<uint8_t> unpack_codes(const QuantizedTensor& q) {
   std::vector<uint8_t> out(numel(q.shape));
-  for_each_code(q, [&](int64_t i, uint32_t code, GroupParams, int) { out[i] = (uint8_t)code; });
+  decode_tiles(q, [&](const Tile& t) { std::copy_n(t.codes, t.len * q.dims(), &out[t.first]); });
   return out;
 }
 
+void dequantize(const QuantizedTensor& q, float* out) {
+  dequantize_to(q, out, [](float v) { return v; });
+}
+
+void dequantize_half(const QuantizedTensor& q, uint16_t* out) {
+  dequantize_to(q, out, [](float v) { return float_to_half(v); });
+}
+
 std::vector<float> dequantize(const QuantizedTensor& q) {
-  return dequantize_to<float>(q, [](float v) { return v; });
+  std::vector<float> out(numel(q.shape));
+  dequantize(q, out.data());
+  return out;
 }
 
 std::vector<uint16_t> dequantize_half(const QuantizedTensor& q) {
-  return dequantize_to<uint16_t>(q, [](float v) { return float_to_half(v); });
+  std::vector<uint16_t> out(numel(q.shape));
+  dequantize_half(q, out.data());
+  return out;
 }
 
 double bits_per_element(const QuantizedTensor& q) {
@@ -101,8 +153,8 @@ double bits_per_element(const QuantizedTensor& q) {
   double bits = elems * q.spec.bits + (double)(q.scale.size() + q.zero.size()) * param_bits;
   if (q.spec.boosted()) {
     const Layout lo(q);
-    bits += (double)lo.N * lo.k * lo.T * 2.0;           // high plane: 2 bits per boosted element
-    bits += (double)q.boost_index.size() * 8.0;         // uint8 channel -> slot index per page
+    bits += (double)lo.N * lo.k * lo.T * 2.0;    // high plane: 2 bits per boosted element
+    bits += (double)q.boost_index.size() * 8.0;  // uint8 channel -> slot index per page
   }
   return bits / elems;
 }

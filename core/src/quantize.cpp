@@ -1,4 +1,5 @@
 // CPU reference: quantize + pack for the plain and the Kitty-boost formats.
+// Loops work on token-major tiles so the per-element recipe calls vectorize across channels.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -10,12 +11,12 @@
 #include "kvlab/pack.h"
 #include "kvlab/quantizer.h"
 #include "layout.h"
+#include "tiles.h"
 
 namespace kvlab {
 namespace {
 
 using detail::Layout;
-using detail::to_float;
 
 // First group whose scale or zero does not fit its storage type; reported after the loops.
 struct Overflow {
@@ -46,16 +47,47 @@ uint32_t code_of(float v, GroupParams p, int bits) {
     return Recipe::asym_code(v, p, asym_levels(bits));
 }
 
-// Write n codes at code offset `first` of a zeroed row.
-void pack_at(const uint8_t* codes, int64_t n, int bits, uint8_t* row, int64_t first) {
-  if ((first * bits) % 8 == 0) {
-    pack_row(codes, n, bits, row + first * bits / 8);
-  } else {
-    for (int64_t i = 0; i < n; ++i) put_code(row, first + i, bits, codes[i]);
-  }
+// Convert n input elements to floats and apply the profile's input rounding.
+template <class Recipe, class In>
+void load(const In* in, float* out, int64_t n) {
+  detail::load_floats(in, out, n);
+  if constexpr (!std::is_same_v<Recipe, KvlabRecipe>)
+    for (int64_t i = 0; i < n; ++i) out[i] = Recipe::load(out[i]);
 }
 
-// axis=channel: a group is G tokens of one channel; rows are channels.
+// Per-channel min and max over `len` token rows of a [len][D] tile.
+void column_minmax(const float* __restrict tile, int64_t len, int64_t D, float* __restrict mn, float* __restrict mx) {
+  std::fill(mn, mn + D, INFINITY);
+  std::fill(mx, mx + D, -INFINITY);
+  for (int64_t t = 0; t < len; ++t)
+    for (int64_t c = 0; c < D; ++c) mn[c] = f_min(mn[c], tile[t * D + c]), mx[c] = f_max(mx[c], tile[t * D + c]);
+}
+
+// Codes of n elements, each with its own group parameters (the channels of one token row).
+template <class Recipe, bool Sym>
+void codes_per_channel(const float* __restrict x, const float* __restrict scale, const float* __restrict zero,
+                       int64_t n, int bits, uint8_t* __restrict out) {
+  for (int64_t c = 0; c < n; ++c) out[c] = (uint8_t)code_of<Recipe, Sym>(x[c], GroupParams{scale[c], zero[c]}, bits);
+}
+
+// Codes of n elements sharing one group's parameters.
+template <class Recipe, bool Sym>
+void codes_per_group(const float* __restrict x, GroupParams p, int64_t n, int bits, uint8_t* __restrict out) {
+  for (int64_t c = 0; c < n; ++c) out[c] = (uint8_t)code_of<Recipe, Sym>(x[c], p, bits);
+}
+
+// Scratch of one thread for one group or page.
+struct Scratch {
+  std::vector<float> tile, mn, mx, scale, zero, score;
+  std::vector<uint8_t> codes, packed;
+  Scratch(int64_t G, int64_t D)
+      : tile(G * D), mn(D), mx(D), scale(D), zero(D), score(D), codes(G * D), packed(G * D + D) {}
+};
+
+// axis=channel: a group is G tokens of one channel; rows are channels. Groups are read in
+// chunks of kChunk tokens (twice: min/max, then codes) so a whole-axis group stays in cache.
+constexpr int64_t kChunk = 128;  // a multiple of 8: chunks start on byte boundaries for any width
+
 template <class Recipe, bool Sym, class In>
 void quantize_channel(const In* x, const Layout& lo, bool half, QuantizedTensor& q, Overflow& of) {
   const int bits = lo.bits;
@@ -64,35 +96,34 @@ void quantize_channel(const In* x, const Layout& lo, bool half, QuantizedTensor&
   const bool byte_aligned = (G * bits) % 8 == 0;
 #pragma omp parallel
   {
-    std::vector<float> mn(D), mx(D);
-    std::vector<GroupParams> par(D);
-    std::vector<uint8_t> buf(D * G);
+    Scratch s(std::min(G, kChunk), D);
+    std::vector<float> cmn(D), cmx(D);
     auto group = [&](int64_t n, int64_t g) {
       const int64_t t0 = g * G, len = std::min(G, lo.T - t0);
-      std::fill(mn.begin(), mn.end(), INFINITY);
-      std::fill(mx.begin(), mx.end(), -INFINITY);
-      for (int64_t t = t0; t < t0 + len; ++t) {
-        const In* row = x + lo.elem(n, t, 0);
-        for (int64_t c = 0; c < D; ++c) {
-          const float v = Recipe::load(to_float(row[c]));
-          mn[c] = f_min(mn[c], v);
-          mx[c] = f_max(mx[c], v);
-        }
+      std::fill(s.mn.begin(), s.mn.end(), INFINITY);
+      std::fill(s.mx.begin(), s.mx.end(), -INFINITY);
+      for (int64_t c0 = 0; c0 < len; c0 += kChunk) {
+        const int64_t cl = std::min(kChunk, len - c0);
+        load<Recipe>(x + lo.elem(n, t0 + c0, 0), s.tile.data(), cl * D);
+        column_minmax(s.tile.data(), cl, D, cmn.data(), cmx.data());
+        for (int64_t c = 0; c < D; ++c) s.mn[c] = f_min(s.mn[c], cmn[c]), s.mx[c] = f_max(s.mx[c], cmx[c]);
       }
       for (int64_t c = 0; c < D; ++c) {
-        par[c] = params_of<Recipe, Sym>(mn[c], mx[c], bits, half);
-        if (!fits(par[c])) of.note(n, c, g, mn[c], mx[c]);
-        const int64_t s = (n * D + c) * lo.groups + g;
-        q.scale[s] = par[c].scale;
-        if constexpr (!Sym) q.zero[s] = par[c].zero;
+        const GroupParams p = params_of<Recipe, Sym>(s.mn[c], s.mx[c], bits, half);
+        if (!fits(p)) of.note(n, c, g, s.mn[c], s.mx[c]);
+        s.scale[c] = p.scale, s.zero[c] = p.zero;
+        const int64_t at = (n * D + c) * lo.groups + g;
+        q.scale[at] = p.scale;
+        if constexpr (!Sym) q.zero[at] = p.zero;
       }
-      for (int64_t t = t0; t < t0 + len; ++t) {
-        const In* row = x + lo.elem(n, t, 0);
-        for (int64_t c = 0; c < D; ++c)
-          buf[c * G + (t - t0)] = (uint8_t)code_of<Recipe, Sym>(Recipe::load(to_float(row[c])), par[c], bits);
+      for (int64_t c0 = 0; c0 < len; c0 += kChunk) {
+        const int64_t cl = std::min(kChunk, len - c0);
+        if (len > kChunk) load<Recipe>(x + lo.elem(n, t0 + c0, 0), s.tile.data(), cl * D);
+        for (int64_t t = 0; t < cl; ++t)
+          codes_per_channel<Recipe, Sym>(&s.tile[t * D], s.scale.data(), s.zero.data(), D, bits, &s.codes[t * D]);
+        detail::pack_tile(s.codes.data(), cl, D, bits, q.codes.data() + n * D * lo.row_bytes, lo.row_bytes,
+                          t0 + c0, s.packed.data());
       }
-      for (int64_t c = 0; c < D; ++c)
-        pack_at(&buf[c * G], len, bits, q.codes.data() + (n * D + c) * lo.row_bytes, t0);
     };
     if (byte_aligned) {
 #pragma omp for schedule(static)
@@ -105,6 +136,18 @@ void quantize_channel(const In* x, const Layout& lo, bool half, QuantizedTensor&
   }
 }
 
+// Min and max of n elements, in 16 lanes (the order does not matter: see f_min in hd.h).
+void row_minmax(const float* __restrict x, int64_t n, float& mn, float& mx) {
+  float lmn[16], lmx[16];
+  for (int j = 0; j < 16; ++j) lmn[j] = INFINITY, lmx[j] = -INFINITY;
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int j = 0; j < 16; ++j) lmn[j] = f_min(lmn[j], x[i + j]), lmx[j] = f_max(lmx[j], x[i + j]);
+  for (; i < n; ++i) lmn[0] = f_min(lmn[0], x[i]), lmx[0] = f_max(lmx[0], x[i]);
+  mn = INFINITY, mx = -INFINITY;
+  for (int j = 0; j < 16; ++j) mn = f_min(mn, lmn[j]), mx = f_max(mx, lmx[j]);
+}
+
 // axis=token: a group is G channels of one token; rows are tokens.
 template <class Recipe, bool Sym, class In>
 void quantize_token(const In* x, const Layout& lo, bool half, QuantizedTensor& q, Overflow& of) {
@@ -112,27 +155,22 @@ void quantize_token(const In* x, const Layout& lo, bool half, QuantizedTensor& q
   const int64_t D = lo.D, G = lo.G;
 #pragma omp parallel
   {
-    std::vector<uint8_t> buf(G);
+    std::vector<float> row(D);
+    std::vector<uint8_t> codes(D);
 #pragma omp for schedule(static)
     for (int64_t r = 0; r < lo.N * lo.T; ++r) {
-      const In* row = x + r * D;
-      uint8_t* out = q.codes.data() + r * lo.row_bytes;
+      load<Recipe>(x + r * D, row.data(), D);
       for (int64_t g = 0; g < lo.groups; ++g) {
         const int64_t c0 = g * G, len = std::min(G, D - c0);
-        float mn = INFINITY, mx = -INFINITY;
-        for (int64_t c = c0; c < c0 + len; ++c) {
-          const float v = Recipe::load(to_float(row[c]));
-          mn = f_min(mn, v);
-          mx = f_max(mx, v);
-        }
+        float mn, mx;
+        row_minmax(&row[c0], len, mn, mx);
         const GroupParams p = params_of<Recipe, Sym>(mn, mx, bits, half);
         if (!fits(p)) of.note(r / lo.T, r % lo.T, g, mn, mx);
         q.scale[r * lo.groups + g] = p.scale;
         if constexpr (!Sym) q.zero[r * lo.groups + g] = p.zero;
-        for (int64_t c = c0; c < c0 + len; ++c)
-          buf[c - c0] = (uint8_t)code_of<Recipe, Sym>(Recipe::load(to_float(row[c])), p, bits);
-        pack_at(buf.data(), len, bits, out, c0);
+        codes_per_group<Recipe, Sym>(&row[c0], p, len, bits, &codes[c0]);
       }
+      pack_row(codes.data(), D, bits, q.codes.data() + r * lo.row_bytes);
     }
   }
 }
@@ -145,55 +183,46 @@ void quantize_boost(const In* x, const Layout& lo, bool half, QuantizedTensor& q
   const uint32_t low_mask = (1u << bits) - 1u;
 #pragma omp parallel
   {
-    std::vector<float> mn(D), mx(D), score(D);
+    Scratch s(G, D);
     std::vector<int> order(D), levels(D);
-    std::vector<GroupParams> par(D);
-    std::vector<uint8_t> low(D * G), high(std::max<int64_t>(k, 1) * G);
+    std::vector<uint8_t> high(std::max<int64_t>(k, 1) * G), low(G * D);
 #pragma omp for schedule(static)
     for (int64_t w = 0; w < lo.N * lo.P; ++w) {
       const int64_t n = w / lo.P, p = w % lo.P, t0 = p * G, len = lo.page_tokens(p);
-      std::fill(mn.begin(), mn.end(), INFINITY);
-      std::fill(mx.begin(), mx.end(), -INFINITY);
-      std::fill(score.begin(), score.end(), 0.0f);
-      for (int64_t t = t0; t < t0 + len; ++t) {
-        const In* row = x + lo.elem(n, t, 0);
-        for (int64_t c = 0; c < D; ++c) {
-          const float v = Recipe::load(to_float(row[c]));
-          mn[c] = f_min(mn[c], v);
-          mx[c] = f_max(mx[c], v);
-          score[c] = f_add(score[c], f_abs(v));  // fp32, token order
-        }
-      }
+      load<Recipe>(x + lo.elem(n, t0, 0), s.tile.data(), len * D);
+      column_minmax(s.tile.data(), len, D, s.mn.data(), s.mx.data());
+      std::fill(s.score.begin(), s.score.end(), 0.0f);
+      for (int64_t t = 0; t < len; ++t)  // fp32 sums of |x| in token order
+        for (int64_t c = 0; c < D; ++c) s.score[c] = f_add(s.score[c], f_abs(s.tile[t * D + c]));
       if constexpr (std::is_same_v<Recipe, KittySimRecipe>)
-        for (int64_t c = 0; c < D; ++c) score[c] = Recipe::boost_score(score[c], (int)len);
+        for (int64_t c = 0; c < D; ++c) s.score[c] = Recipe::boost_score(s.score[c], (int)len);
       // Top k by score; equal scores go to the lower channel index.
       std::iota(order.begin(), order.end(), 0);
-      std::partial_sort(order.begin(), order.begin() + k, order.end(),
-                        [&](int a, int b) { return score[a] > score[b] || (score[a] == score[b] && a < b); });
+      std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int a, int b) {
+        return s.score[a] > s.score[b] || (s.score[a] == s.score[b] && a < b);
+      });
       std::sort(order.begin(), order.begin() + k);  // slots in channel order
       uint8_t* index = q.boost_index.data() + w * D;
       std::fill(index, index + D, kNotBoosted);
-      for (int64_t s = 0; s < k; ++s) index[order[s]] = (uint8_t)s;
+      for (int64_t i = 0; i < k; ++i) index[order[i]] = (uint8_t)i;
       for (int64_t c = 0; c < D; ++c) {
         levels[c] = asym_levels(index[c] == kNotBoosted ? bits : boosted_bits(bits));
-        par[c] = Recipe::asym_params(mn[c], mx[c], levels[c], half);
-        if (!fits(par[c])) of.note(n, c, p, mn[c], mx[c]);
-        q.scale[w * D + c] = par[c].scale;
-        q.zero[w * D + c] = par[c].zero;
+        const GroupParams pc = Recipe::asym_params(s.mn[c], s.mx[c], levels[c], half);
+        if (!fits(pc)) of.note(n, c, p, s.mn[c], s.mx[c]);
+        s.scale[c] = q.scale[w * D + c] = pc.scale;
+        s.zero[c] = q.zero[w * D + c] = pc.zero;
       }
-      for (int64_t t = t0; t < t0 + len; ++t) {
-        const In* row = x + lo.elem(n, t, 0);
+      for (int64_t t = 0; t < len; ++t)
         for (int64_t c = 0; c < D; ++c) {
-          const uint32_t code = Recipe::asym_code(Recipe::load(to_float(row[c])), par[c], levels[c]);
-          low[c * G + (t - t0)] = (uint8_t)(code & low_mask);
-          if (index[c] != kNotBoosted) high[index[c] * G + (t - t0)] = (uint8_t)(code >> bits);
+          const uint32_t code = Recipe::asym_code(s.tile[t * D + c], GroupParams{s.scale[c], s.zero[c]}, levels[c]);
+          low[t * D + c] = (uint8_t)(code & low_mask);
+          if (index[c] != kNotBoosted) high[index[c] * G + t] = (uint8_t)(code >> bits);
         }
-      }
       uint8_t* low_page = q.codes.data() + n * lo.slice_low() + lo.page_low(p);
       uint8_t* high_page = q.high.data() + n * lo.slice_high() + lo.page_high(p);
       const int64_t low_row = packed_bytes(len, bits), high_row = packed_bytes(len, 2);
-      for (int64_t c = 0; c < D; ++c) pack_row(&low[c * G], len, bits, low_page + c * low_row);
-      for (int64_t s = 0; s < k; ++s) pack_row(&high[s * G], len, 2, high_page + s * high_row);
+      detail::pack_tile(low.data(), len, D, bits, low_page, low_row, 0, s.packed.data());
+      for (int64_t i = 0; i < k; ++i) pack_row(&high[i * G], len, 2, high_page + i * high_row);
     }
   }
 }
@@ -257,12 +286,17 @@ QuantizedTensor quantize(const TensorView& x, const QuantizerSpec& spec) {
       }
     });
   });
-  if (of.bad)
-    throw std::invalid_argument(
-        "quantize: group " + std::to_string(of.group) + " of row " + std::to_string(of.row) + " in slice " +
-        std::to_string(of.n) + " spans [" + std::to_string(of.mn) + ", " + std::to_string(of.mx) +
-        "], whose scale or zero overflows " + (half || spec.profile != Profile::Kvlab ? "fp16" : "fp32") +
-        " (spec " + to_string(spec) + "); use params=fp32 or more bits");
+  if (of.bad) {
+    const bool fp16 = half || spec.profile != Profile::Kvlab;
+    const std::string advice = spec.profile != Profile::Kvlab
+                                   ? std::string("profile=") + to_string(spec.profile) +
+                                         " computes in fp16 as upstream does, and would produce inf/NaN here"
+                                   : (fp16 ? "use params=fp32" : "the input's range is too large for fp32");
+    throw std::invalid_argument("quantize: group " + std::to_string(of.group) + " of row " + std::to_string(of.row) +
+                                " in slice " + std::to_string(of.n) + " spans [" + std::to_string(of.mn) + ", " +
+                                std::to_string(of.mx) + "], whose scale or zero overflows " +
+                                (fp16 ? "fp16" : "fp32") + " (spec " + to_string(spec) + "); " + advice);
+  }
   return q;
 }
 

@@ -49,8 +49,18 @@ KV_HD float f_rint(float a) {
   return __builtin_rintf(a);
 #endif
 }
-KV_HD float f_min(float a, float b) { return b < a ? b : a; }
-KV_HD float f_max(float a, float b) { return b > a ? b : a; }
+// min/max over a total order with -0 < +0 (inputs are finite: NaN is rejected earlier), so
+// they are commutative and associative and any reduction order (a GPU tree, SIMD lanes)
+// returns the same bits.
+KV_HD bool sign_bit(float a) {
+#if defined(__CUDA_ARCH__)
+  return signbit(a);
+#else
+  return std::signbit(a);
+#endif
+}
+KV_HD float f_min(float a, float b) { return (b < a || (b == a && sign_bit(b))) ? b : a; }
+KV_HD float f_max(float a, float b) { return (b > a || (b == a && !sign_bit(b))) ? b : a; }
 KV_HD float f_abs(float a) { return a < 0.0f ? -a : a; }
 KV_HD float f_clamp(float a, float lo, float hi) { return f_min(f_max(a, lo), hi); }
 

@@ -42,9 +42,12 @@ QuantizedTensor quantize(const TensorView& x, const QuantizerSpec& spec);
 // Integer codes in the input's layout (..., T, D); boosted channels carry their full code.
 std::vector<uint8_t> unpack_codes(const QuantizedTensor& q);
 
-// Dequantize into fp32 (or fp16 bits: each value is the fp32 result rounded to nearest even).
+// Dequantize into fp32 (or fp16 bits: each value is the fp32 result rounded to nearest even),
+// in the input's layout. The pointer forms write numel(q.shape) values into caller memory.
 std::vector<float> dequantize(const QuantizedTensor& q);
 std::vector<uint16_t> dequantize_half(const QuantizedTensor& q);
+void dequantize(const QuantizedTensor& q, float* out);
+void dequantize_half(const QuantizedTensor& q, uint16_t* out);
 
 // Bits spent per element by this quantized tensor: codes, high plane, index, scales, zeros.
 double bits_per_element(const QuantizedTensor& q);

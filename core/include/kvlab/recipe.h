@@ -25,10 +25,11 @@ struct KvlabRecipe {
     if (half_params) return {round_to_half(s), round_to_half(mn)};
     return {s, mn};
   }
+  // Branch-free so loops over channels with different scales vectorize; a zero scale (constant
+  // group, or a scale below fp16's range) selects code 0 before any conversion.
   KV_HD static uint32_t asym_code(float x, GroupParams p, int levels) {
-    if (p.scale == 0.0f) return 0u;  // constant group (or a scale below fp16's range)
-    const float q = f_rint(f_div(f_sub(x, p.zero), p.scale));
-    return (uint32_t)f_clamp(q, 0.0f, (float)levels);
+    const float q = f_clamp(f_rint(f_div(f_sub(x, p.zero), p.scale)), 0.0f, (float)levels);
+    return (uint32_t)(int32_t)(p.scale == 0.0f ? 0.0f : q);  // via int32: one cvt on every ISA
   }
   KV_HD static float asym_dequant(uint32_t code, GroupParams p) {
     return f_add(f_mul((float)code, p.scale), p.zero);
@@ -39,9 +40,8 @@ struct KvlabRecipe {
   }
   // Two's complement code in `bits` bits.
   KV_HD static uint32_t sym_code(float x, GroupParams p, int qmax, int bits) {
-    if (p.scale == 0.0f) return 0u;
     const float q = f_clamp(f_rint(f_div(x, p.scale)), -(float)qmax, (float)qmax);
-    return (uint32_t)(int32_t)q & ((1u << bits) - 1u);
+    return (uint32_t)(int32_t)(p.scale == 0.0f ? 0.0f : q) & ((1u << bits) - 1u);
   }
   KV_HD static float sym_dequant(uint32_t code, GroupParams p, int bits) {
     const int32_t v = (int32_t)(code << (32 - bits)) >> (32 - bits);  // sign-extend
@@ -57,7 +57,7 @@ KV_HD float rh(float x) { return round_to_half(x); }
 KV_HD uint32_t torch_half_code(float x, float mn, float scale, int levels) {
   const float q = rh(f_div(rh(f_sub(x, mn)), scale));
   if (q != q) return 0u;
-  return (uint32_t)f_rint(f_clamp(q, 0.0f, (float)levels));
+  return (uint32_t)(int32_t)f_rint(f_clamp(q, 0.0f, (float)levels));
 }
 KV_HD float torch_half_dequant(uint32_t code, GroupParams p) {
   return rh(f_add(rh(f_mul((float)code, p.scale)), p.zero));

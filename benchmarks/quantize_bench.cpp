@@ -1,0 +1,75 @@
+// quantize+pack and dequantize throughput of each preset's key and value quantizers on a
+// (32, 32768, 128) fp16 tensor, on 1 and 2 threads. Reported: bytes/s of fp16 input
+// (quantize) or of fp16-equivalent elements decoded to fp32 (dequantize).
+#include <benchmark/benchmark.h>
+#include <omp.h>
+
+#include <random>
+
+#include "kvlab/half.h"
+#include "kvlab/method.h"
+#include "kvlab/quantizer.h"
+
+namespace {
+
+const std::vector<int64_t> kShape = {32, 32768, 128};
+
+const std::vector<uint16_t>& input() {
+  static const std::vector<uint16_t> x = [] {
+    std::vector<uint16_t> v(32ll * 32768 * 128);
+    std::mt19937 rng(1);
+    std::normal_distribution<float> g;
+    for (auto& h : v) h = kvlab::float_to_half(g(rng));
+    return v;
+  }();
+  return x;
+}
+
+kvlab::QuantizerSpec quantizer_of(const std::string& preset, bool key) {
+  const kvlab::MethodSpec m = kvlab::parse_method(preset);
+  return key ? kvlab::key_quantizer(m) : kvlab::value_quantizer(m);
+}
+
+void BM_Quantize(benchmark::State& st, std::string preset, bool key) {
+  omp_set_num_threads((int)st.range(0));
+  const kvlab::TensorView x{input().data(), kvlab::DType::F16, kShape};
+  const auto spec = quantizer_of(preset, key);
+  for (auto _ : st) benchmark::DoNotOptimize(kvlab::quantize(x, spec));
+  st.SetBytesProcessed(st.iterations() * (int64_t)input().size() * 2);
+  st.SetLabel(kvlab::to_string(spec));
+}
+
+void BM_Dequantize(benchmark::State& st, std::string preset, bool key) {
+  omp_set_num_threads((int)st.range(0));
+  const kvlab::TensorView x{input().data(), kvlab::DType::F16, kShape};
+  const auto q = kvlab::quantize(x, quantizer_of(preset, key));
+  std::vector<float> out(input().size());  // reused: time the decoding, not page faults
+  for (auto _ : st) {
+    kvlab::dequantize(q, out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  st.SetBytesProcessed(st.iterations() * (int64_t)input().size() * 2);
+  st.SetLabel(kvlab::to_string(q.spec));
+}
+
+void register_all() {
+  for (const char* p : {"int8", "kivi-4", "kivi-2", "kitty", "kitty-pro"})
+    for (bool key : {true, false}) {
+      if (std::string(p) == "kitty-pro" && !key) continue;  // same value quantizer as kitty
+      const std::string name = std::string(p) + (key ? "/K" : "/V");
+      benchmark::RegisterBenchmark(("quantize/" + name).c_str(), BM_Quantize, p, key)
+          ->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+      benchmark::RegisterBenchmark(("dequantize/" + name).c_str(), BM_Dequantize, p, key)
+          ->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+    }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  register_all();
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

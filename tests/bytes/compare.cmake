@@ -1,0 +1,13 @@
+# Run both byte dumps and require identical output.
+execute_process(COMMAND ${O0} ${DIR}/bytes_O0.bin RESULT_VARIABLE r0)
+execute_process(COMMAND ${O3} ${DIR}/bytes_O3.bin RESULT_VARIABLE r3)
+if(NOT r0 EQUAL 0 OR NOT r3 EQUAL 0)
+  message(FATAL_ERROR "byte dump failed: -O0 exit ${r0}, -O3 exit ${r3}")
+endif()
+file(SIZE ${DIR}/bytes_O0.bin s0)
+file(SIZE ${DIR}/bytes_O3.bin s3)
+execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files ${DIR}/bytes_O0.bin ${DIR}/bytes_O3.bin RESULT_VARIABLE same)
+if(NOT same EQUAL 0)
+  message(FATAL_ERROR "-O0 and -O3 -march=native quantizers wrote different bytes (${s0} vs ${s3} bytes)")
+endif()
+message(STATUS "-O0 and -O3 -march=native: ${s0} identical bytes")
