@@ -1,0 +1,215 @@
+// Host side of kvlab_gpu: format description from a spec, device buffers, and the GPU versions
+// of core's quantize / dequantize / unpack_codes on host tensors.
+#include <cuda_runtime.h>
+
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "api_internal.h"
+#include "kvlab/half.h"
+#include "kvlab/pack.h"
+#include "kvlab_gpu/gpu.h"
+
+namespace kvlab::gpu {
+
+void cuda_check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw std::runtime_error(std::string("kvlab-gpu: ") + what + ": " + cudaGetErrorString(e));
+}
+
+std::string device_problem() {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return std::string("no CUDA device: cudaGetDeviceCount failed (") + cudaGetErrorString(e) + ")";
+  }
+  if (n == 0) return "no CUDA device: cudaGetDeviceCount reports 0 devices";
+  return "";
+}
+
+std::string device_name() {
+  cudaDeviceProp p{};
+  if (cudaGetDeviceProperties(&p, 0) != cudaSuccess) return "?";
+  return std::string(p.name) + " (sm_" + std::to_string(p.major) + std::to_string(p.minor) + ", " +
+         std::to_string(p.multiProcessorCount) + " SMs, " + std::to_string(p.totalGlobalMem >> 20) + " MiB)";
+}
+
+DevFormat make_format(const std::vector<int64_t>& shape, const QuantizerSpec& spec, int group, int boost_k) {
+  if (spec.profile != Profile::Kvlab)
+    throw std::invalid_argument(std::string("kvlab-gpu: profile=") + to_string(spec.profile) +
+                                " has no GPU kernels; only the default kvlab profile does");
+  DevFormat f;
+  f.T = shape[shape.size() - 2];
+  f.D = shape.back();
+  f.N = 1;
+  for (size_t i = 0; i + 2 < shape.size(); ++i) f.N *= shape[i];
+  f.G = group;
+  f.bits = spec.bits;
+  f.sym = spec.scheme == Scheme::Sym;
+  f.channel = spec.axis == Axis::Channel;
+  f.half_params = spec.params == ParamType::F16;
+  f.boost = spec.boosted();
+  f.k = boost_k;
+  const int64_t L = f.channel ? f.T : f.D;
+  f.groups = (L + f.G - 1) / f.G;
+  f.row_bytes = packed_bytes(L, f.bits);
+  return f;
+}
+
+DevFormat make_format(const QuantizedTensor& q) { return make_format(q.shape, q.spec, q.group, q.boost_k); }
+
+int resolve_group(const std::vector<int64_t>& shape, const QuantizerSpec& spec) {
+  validate(spec);
+  if (shape.size() < 2) throw std::invalid_argument("kvlab-gpu: input of shape " + shape_string(shape) + " needs (..., T, D)");
+  if (numel(shape) == 0) throw std::invalid_argument("kvlab-gpu: input of shape " + shape_string(shape) + " is empty");
+  const int64_t L = spec.axis == Axis::Channel ? shape[shape.size() - 2] : shape.back();
+  if (spec.group > L)
+    throw std::invalid_argument("kvlab-gpu: group=" + std::to_string(spec.group) + " is larger than the axis it groups (" +
+                                std::to_string(L) + ") of input shape " + shape_string(shape));
+  return spec.group == kWholeAxis ? (int)L : spec.group;
+}
+
+DeviceQuant::DeviceQuant(const DevFormat& fmt) : f(fmt) {
+  codes = DeviceBuffer(f.codes_bytes() + 16);
+  scale = DeviceBuffer(f.n_params() * f.param_size() + 16);
+  if (f.has_zero()) zero = DeviceBuffer(f.n_params() * f.param_size() + 16);
+  if (f.boost) {
+    high = DeviceBuffer(f.high_bytes() + 16);
+    index = DeviceBuffer(f.index_bytes() + 16);
+  }
+  overflow = DeviceBuffer(sizeof(int));
+  cuda_check(cudaMemset(overflow.p, 0, sizeof(int)), "cudaMemset");
+}
+
+DevQuant DeviceQuant::view() const {
+  DevQuant q;
+  q.codes = static_cast<uint8_t*>(codes.p);
+  q.scale = scale.p;
+  q.zero = zero.p;
+  q.high = static_cast<uint8_t*>(high.p);
+  q.index = static_cast<uint8_t*>(index.p);
+  q.overflow = static_cast<int*>(overflow.p);
+  return q;
+}
+
+DeviceBuffer::DeviceBuffer(int64_t bytes) : n(bytes) { cuda_check(cudaMalloc(&p, (size_t)bytes), "cudaMalloc"); }
+DeviceBuffer::~DeviceBuffer() {
+  if (p) cudaFree(p);
+}
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
+  if (this != &o) {
+    if (p) cudaFree(p);
+    p = o.p, n = o.n;
+    o.p = nullptr, o.n = 0;
+  }
+  return *this;
+}
+
+const char* run_quantize(const DevFormat& f, const void* x, InType in, DevQuant q, cudaStream_t s) {
+  if (f.boost) return quantize_boost(f, x, in, q, s);
+  if (f.channel) return quantize_channel(f, x, in, q, s);
+  return quantize_token(f, x, in, q, s);
+}
+
+const char* run_dequantize(const DevFormat& f, DevQuant q, void* out, OutType o, cudaStream_t s) {
+  if (f.boost) return dequantize_boost(f, q, out, o, s);
+  if (f.channel) return dequantize_channel(f, q, out, o, s);
+  return dequantize_token(f, q, out, o, s);
+}
+
+namespace {
+
+std::vector<float> params_to_host(const DeviceBuffer& b, int64_t n, bool half) {
+  std::vector<float> out(n);
+  if (half) {
+    std::vector<uint16_t> h(n);
+    cuda_check(cudaMemcpy(h.data(), b.p, n * 2, cudaMemcpyDeviceToHost), "cudaMemcpy");
+    for (int64_t i = 0; i < n; ++i) out[i] = half_to_float(h[i]);
+  } else {
+    cuda_check(cudaMemcpy(out.data(), b.p, n * 4, cudaMemcpyDeviceToHost), "cudaMemcpy");
+  }
+  return out;
+}
+
+void params_to_device(const std::vector<float>& v, DeviceBuffer& b, bool half) {
+  if (half) {
+    std::vector<uint16_t> h(v.size());
+    for (size_t i = 0; i < v.size(); ++i) h[i] = float_to_half(v[i]);
+    cuda_check(cudaMemcpy(b.p, h.data(), h.size() * 2, cudaMemcpyHostToDevice), "cudaMemcpy");
+  } else {
+    cuda_check(cudaMemcpy(b.p, v.data(), v.size() * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
+  }
+}
+
+template <class T>
+void to_host(std::vector<T>& dst, const DeviceBuffer& b, int64_t n) {
+  dst.resize(n);
+  if (n) cuda_check(cudaMemcpy(dst.data(), b.p, n * sizeof(T), cudaMemcpyDeviceToHost), "cudaMemcpy");
+}
+
+// Upload a host QuantizedTensor into device buffers.
+DeviceQuant upload(const QuantizedTensor& q) {
+  const DevFormat f = make_format(q);
+  DeviceQuant d(f);
+  cuda_check(cudaMemcpy(d.codes.p, q.codes.data(), q.codes.size(), cudaMemcpyHostToDevice), "cudaMemcpy");
+  params_to_device(q.scale, d.scale, f.half_params);
+  if (f.has_zero()) params_to_device(q.zero, d.zero, f.half_params);
+  if (f.boost) {
+    cuda_check(cudaMemcpy(d.high.p, q.high.data(), q.high.size(), cudaMemcpyHostToDevice), "cudaMemcpy");
+    cuda_check(cudaMemcpy(d.index.p, q.boost_index.data(), q.boost_index.size(), cudaMemcpyHostToDevice), "cudaMemcpy");
+  }
+  return d;
+}
+
+template <class T>
+std::vector<T> dequant_as(const QuantizedTensor& q, OutType o) {
+  DeviceQuant d = upload(q);
+  const int64_t n = numel(q.shape);
+  DeviceBuffer out(n * (int64_t)sizeof(T) + 16);
+  run_dequantize(d.f, d.view(), out.p, o, 0);
+  cuda_check(cudaDeviceSynchronize(), "dequantize");
+  std::vector<T> h;
+  to_host(h, out, n);
+  return h;
+}
+
+}  // namespace
+
+QuantizedTensor quantize(const TensorView& x, const QuantizerSpec& spec, std::string* variant) {
+  QuantizedTensor q;
+  q.spec = spec;
+  q.shape = x.shape;
+  q.group = resolve_group(x.shape, spec);
+  if (spec.boosted()) q.boost_k = boost_count((int)q.dims(), spec.boost);
+  if (q.boost_k > 254) throw std::invalid_argument("kvlab-gpu: boost of more than 254 channels");
+  check_finite(x, "kvlab-gpu quantize: input");
+  const DevFormat f = make_format(q);
+  DeviceQuant d(f);
+  const int64_t n = x.numel(), esize = x.dtype == DType::F16 ? 2 : 4;
+  DeviceBuffer in(n * esize + 16);
+  cuda_check(cudaMemcpy(in.p, x.data, n * esize, cudaMemcpyHostToDevice), "cudaMemcpy");
+  const char* v = run_quantize(f, in.p, x.dtype == DType::F16 ? InType::F16 : InType::F32, d.view(), 0);
+  cuda_check(cudaDeviceSynchronize(), "quantize");
+  if (variant) *variant = v;
+  int overflow = 0;
+  cuda_check(cudaMemcpy(&overflow, d.overflow.p, sizeof(int), cudaMemcpyDeviceToHost), "cudaMemcpy");
+  if (overflow)
+    throw std::invalid_argument(std::string("kvlab-gpu quantize: a group's scale or zero overflows ") +
+                                (f.half_params ? "fp16" : "fp32") + " (spec " + to_string(spec) +
+                                "); use params=fp32 or more bits");
+  to_host(q.codes, d.codes, f.codes_bytes());
+  q.scale = params_to_host(d.scale, f.n_params(), f.half_params);
+  if (f.has_zero()) q.zero = params_to_host(d.zero, f.n_params(), f.half_params);
+  if (f.boost) {
+    to_host(q.high, d.high, f.high_bytes());
+    to_host(q.boost_index, d.index, f.index_bytes());
+  }
+  return q;
+}
+
+std::vector<float> dequantize(const QuantizedTensor& q) { return dequant_as<float>(q, OutType::F32); }
+std::vector<uint16_t> dequantize_half(const QuantizedTensor& q) { return dequant_as<uint16_t>(q, OutType::F16); }
+std::vector<uint8_t> unpack_codes(const QuantizedTensor& q) { return dequant_as<uint8_t>(q, OutType::Codes); }
+
+}  // namespace kvlab::gpu

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# One call on the GPU machine: build core/ + gpu/ (GPU-only), validate against the CPU
+# reference, run the GPU tests, compute-sanitizer memcheck + racecheck, then bench.
+# Logs go to $OUT (or ./gpu_check_out). Usage: bash scripts/gpu_check.sh [--no-bench] [--no-sanitize]
+set -u -o pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/gpu_check_out}; mkdir -p "$OUT"
+BENCH=1; SAN=1
+for a in "$@"; do case $a in --no-bench) BENCH=0;; --no-sanitize) SAN=0;; esac; done
+export PATH=/usr/local/cuda/bin:$PATH
+B=build-gpu-check
+status=0
+{ echo "== machine"; date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv; nvcc --version | tail -1
+  cmake --version | head -1; g++ --version | head -1; nproc; } 2>&1 | tee "$OUT/machine.log"
+
+echo "== build" | tee "$OUT/build.log"
+GT=""; [ -f .deps/googletest/CMakeLists.txt ] && GT="-DKVLAB_GTEST_SOURCE=$PWD/.deps/googletest"
+if ! cmake -S . -B $B -DKVLAB_GPU_ONLY=ON -DKVLAB_GPU_PTXAS_VERBOSE=ON -DCMAKE_CUDA_COMPILER=$(command -v nvcc) $GT \
+     >>"$OUT/build.log" 2>&1; then
+  echo "cmake configure FAILED (see build.log)"; tail -30 "$OUT/build.log"; exit 3
+fi
+cmake --build $B -j"$(nproc)" >>"$OUT/build.log" 2>&1 || { echo "build FAILED"; grep -E "error" "$OUT/build.log" | head -30; exit 3; }
+grep -E "ptxas info.*(Compiling|Used)|spill" "$OUT/build.log" | sed 's/_GLOBAL__N__[0-9a-f_]*//' > "$OUT/ptxas.log"
+echo "build ok"
+
+echo "== validate"
+$B/gpu/kvlab-gpu validate 2>&1 | tee "$OUT/validate.log" | awk '$0 ~ /validate:/ || ($7+0 > 0 && NR > 2) {print}'
+rc=${PIPESTATUS[0]}; echo "validate exit $rc"; [ $rc -ne 0 ] && status=1
+
+echo "== gtest"
+for t in $B/tests/gpu/gpu_*_test; do
+  [ -x "$t" ] || continue
+  "$t" > "$OUT/$(basename $t).log" 2>&1; rc=$?; echo "$(basename $t): exit $rc, $(grep -E '^\[  (PASSED|FAILED)|SKIPPED' "$OUT/$(basename $t).log" | tr '\n' ' ')"
+  [ $rc -ne 0 ] && status=1
+done
+
+if [ $SAN -eq 1 ]; then
+  echo "== compute-sanitizer (small data)"
+  for tool in memcheck racecheck; do
+    for t in $B/tests/gpu/gpu_token_test $B/tests/gpu/gpu_boost_test $B/tests/gpu/gpu_channel_test; do
+      [ -x "$t" ] || continue
+      timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 "$t" > "$OUT/san_${tool}_$(basename $t).log" 2>&1; rc=$?
+      echo "$tool $(basename $t): exit $rc; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/san_${tool}_$(basename $t).log" | tr '\n' ' ')"
+      [ $rc -ne 0 ] && status=1
+    done
+  done 2>&1 | tee "$OUT/sanitizer.log"
+fi
+
+if [ $BENCH -eq 1 ]; then
+  echo "== bench"
+  $B/gpu/kvlab-gpu bench 2>&1 | tee "$OUT/bench.log"
+fi
+exit $status
