@@ -11,6 +11,9 @@ int main(int argc, char** argv) {
   kvlab::cli::add_quantize(app);
   kvlab::cli::add_methods(app);
   kvlab::cli::add_demo(app);
+#if defined(KVLAB_HAVE_GPU_CLI)
+  kvlab::cli::add_gpu(app);
+#endif
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
