@@ -4,7 +4,11 @@
 # Logs go to $OUT (or ./gpu_check_out). Usage: bash scripts/gpu_check.sh [--no-bench] [--no-sanitize]
 set -u -o pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-$PWD/gpu_check_out}; mkdir -p "$OUT"
+# Every step logs into a scratch folder; on exit the logs are joined into $OUT/all.log and the
+# key ones copied (validate.log, bench.log, ptxas.log): few files, so they all come back.
+FINAL=${OUT:-$PWD/gpu_check_out}; mkdir -p "$FINAL"
+OUT=$(mktemp -d)
+trap 'for f in machine build ptxas validate gpu_*_test sanitizer san_* bench; do for g in "$OUT"/$f.log; do [ -f "$g" ] && { echo "===== $(basename $g)"; cat "$g"; }; done; done > "$FINAL/all.log"; cp "$OUT"/validate.log "$OUT"/bench.log "$OUT"/ptxas.log "$FINAL"/ 2>/dev/null; rm -rf "$OUT"' EXIT
 BENCH=1; SAN=1
 for a in "$@"; do case $a in --no-bench) BENCH=0;; --no-sanitize) SAN=0;; esac; done
 export PATH=/usr/local/cuda/bin:$PATH

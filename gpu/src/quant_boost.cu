@@ -40,13 +40,15 @@ __global__ void __launch_bounds__(256) boost_quant_page(const In* __restrict__ x
   load_tile(tile, D, x + (n * f.T + t0) * D, len, D);
   __syncthreads();
   for (int c = threadIdx.x; c < D; c += blockDim.x) {
-    float mn = INFINITY, mx = -INFINITY, sum = 0.0f;
+    int32_t kmn = ord_key(INFINITY), kmx = ord_key(-INFINITY);
+    float sum = 0.0f;
     for (int t = 0; t < len; ++t) {  // token order: fp32 sum as the CPU reference
       const float v = tile[t * D + c];
-      mn = f_min(mn, v);
-      mx = f_max(mx, v);
+      const int32_t k = ord_key(v);  // min/max by order keys (tile.cuh): same element as f_min/f_max
+      kmn = min(kmn, k), kmx = max(kmx, k);
       sum = f_add(sum, f_abs(v));
     }
+    const float mn = key_float(kmn), mx = key_float(kmx);
     score[c] = sum;
     par[c] = GroupParams{mn, mx};  // raw min/max until the levels are known
   }

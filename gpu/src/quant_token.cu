@@ -98,8 +98,120 @@ __global__ void __launch_bounds__(256) token_dequant(DevFormat f, DevQuant q, vo
   }
 }
 
+
+// ---- v3: one warp per token row (D == 32 * V): lane l holds channels [V*l, V*l + V) in
+// registers (one 8/16-byte load), min/max of each group by xor shuffles inside the G/V lanes
+// of the group (f_min/f_max are a total order, so the order does not change a bit), codes
+// packed in registers and stored as whole bytes/words. R rows per warp are loaded before use.
+template <int V>
+struct Vec;
+template <>
+struct Vec<4> {
+  static __device__ __forceinline__ void load(const uint16_t* p, float v[4]) {
+    const uint2 r = __ldcs(reinterpret_cast<const uint2*>(p));
+    v[0] = half_to_float((uint16_t)(r.x & 0xffffu)), v[1] = half_to_float((uint16_t)(r.x >> 16));
+    v[2] = half_to_float((uint16_t)(r.y & 0xffffu)), v[3] = half_to_float((uint16_t)(r.y >> 16));
+  }
+  static __device__ __forceinline__ void load(const float* p, float v[4]) {
+    const float4 r = __ldcs(reinterpret_cast<const float4*>(p));
+    v[0] = r.x, v[1] = r.y, v[2] = r.z, v[3] = r.w;
+  }
+};
+
+// Store `bits * V / 8` bytes of packed codes (1, 2 or 4 bytes).
+__device__ __forceinline__ void store_packed(uint8_t* p, uint32_t w, int nbytes) {
+  if (nbytes == 4) *reinterpret_cast<uint32_t*>(p) = w;
+  else if (nbytes == 2) *reinterpret_cast<uint16_t*>(p) = (uint16_t)w;
+  else *p = (uint8_t)w;
+}
+__device__ __forceinline__ uint32_t load_packed(const uint8_t* p, int nbytes) {
+  if (nbytes == 4) return __ldg(reinterpret_cast<const uint32_t*>(p));
+  if (nbytes == 2) return __ldg(reinterpret_cast<const uint16_t*>(p));
+  return __ldg(p);
+}
+
+template <class In, int V, int R>
+__global__ void __launch_bounds__(256) token_quant_warp(const In* __restrict__ x, DevFormat f, DevQuant q) {
+  const int lane = threadIdx.x & 31, bits = f.bits, D = 32 * V;
+  const int gl = f.G / V;  // lanes per group (power of two, 1..32)
+  const int g = lane / gl, groups = (int)f.groups;
+  const int nbytes = V * bits / 8;
+  const int64_t total = f.N * f.T;
+  const int64_t r0 = ((int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5)) * R;
+  float v[R][V];
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+    if (r0 + r < total) Vec<V>::load(x + (r0 + r) * D + lane * V, v[r]);
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    if (r0 + r >= total) break;
+    int32_t kmn = ord_key(v[r][0]), kmx = kmn;
+#pragma unroll
+    for (int j = 1; j < V; ++j) {
+      const int32_t kj = ord_key(v[r][j]);
+      kmn = min(kmn, kj), kmx = max(kmx, kj);
+    }
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      if (o >= gl) break;
+      kmn = min(kmn, __shfl_xor_sync(0xffffffffu, kmn, o));
+      kmx = max(kmx, __shfl_xor_sync(0xffffffffu, kmx, o));
+    }
+    const GroupParams p = params_of(key_float(kmn), key_float(kmx), bits, f.sym, f.half_params);
+    if ((lane & (gl - 1)) == 0) write_params(q, (r0 + r) * groups + g, p, f.sym, f.half_params);
+    uint32_t w = 0;
+#pragma unroll
+    for (int j = 0; j < V; ++j) w = pack_code_into(w, j, bits, code_of(v[r][j], p, bits, f.sym));
+    store_packed(q.codes + (r0 + r) * f.row_bytes + lane * nbytes, w, nbytes);
+  }
+}
+
+template <int V, int R>
+__global__ void __launch_bounds__(256) token_dequant_warp(DevFormat f, DevQuant q, void* __restrict__ out, OutType o) {
+  const int lane = threadIdx.x & 31, bits = f.bits, D = 32 * V;
+  const int g = lane * V / f.G, groups = (int)f.groups;
+  const int nbytes = V * bits / 8;
+  const int64_t total = f.N * f.T;
+  const int64_t r0 = ((int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5)) * R;
+  uint32_t w[R];
+  GroupParams p[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    if (r0 + r >= total) break;
+    w[r] = load_packed(q.codes + (r0 + r) * f.row_bytes + lane * nbytes, nbytes);
+    const int64_t pi = (r0 + r) * groups + g;
+    p[r] = GroupParams{load_param(q.scale, pi, f.half_params), f.sym ? 0.0f : load_param(q.zero, pi, f.half_params)};
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    if (r0 + r >= total) break;
+    uint32_t c[V];
+    float y[V];
+#pragma unroll
+    for (int j = 0; j < V; ++j) c[j] = word_code(w[r], j, bits), y[j] = dequant_of(c[j], p[r], bits, f.sym);
+    const int64_t e = (r0 + r) * D + lane * V;
+    store_out4(out, e, y, c, o);
+  }
+}
+
+bool token_warp_ok(const DevFormat& f, const void* x, int elem) {
+  const int V = 4;
+  if (f.D != 32 * V || f.G % V != 0 || f.G > f.D) return false;
+  const int gl = f.G / V;
+  if (gl & (gl - 1)) return false;
+  if ((V * f.bits) % 8 != 0) return false;
+  return x == nullptr || (reinterpret_cast<uintptr_t>(x) % (V * elem)) == 0;
+}
+
 template <class In>
 const char* quantize_token_t(const DevFormat& f, const In* x, DevQuant q, cudaStream_t s) {
+  if (token_warp_ok(f, x, (int)sizeof(In))) {
+    constexpr int R = 4;
+    const int64_t warps = cdiv(f.N * f.T, R);
+    token_quant_warp<In, 4, R><<<(unsigned)cdiv(warps, 8), 256, 0, s>>>(x, f, q);
+    check_launch("token_quant_warp");
+    return "warp";
+  }
   const TokenTile tt = choose_tile(f);
   if (tt.smem > kMaxTileSmem) throw std::runtime_error("kvlab-gpu: per-token tile of one row does not fit shared memory");
   cudaFuncSetAttribute(token_quant_tile<In>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tt.smem);
@@ -116,6 +228,13 @@ const char* quantize_token(const DevFormat& f, const void* x, InType in, DevQuan
 }
 
 const char* dequantize_token(const DevFormat& f, DevQuant q, void* out, OutType o, cudaStream_t s) {
+  if (token_warp_ok(f, nullptr, 1)) {
+    constexpr int R = 4;
+    const int64_t warps = cdiv(f.N * f.T, R);
+    token_dequant_warp<4, R><<<(unsigned)cdiv(warps, 8), 256, 0, s>>>(f, q, out, o);
+    check_launch("token_dequant_warp");
+    return "warp";
+  }
   const int TR = (int)std::max<int64_t>(1, std::min<int64_t>(256, 16384 / f.D));
   const int smem = TR * stage_pitch(f.row_bytes);
   if (smem > 48 * 1024) cudaFuncSetAttribute(token_dequant, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);

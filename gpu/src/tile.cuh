@@ -124,6 +124,56 @@ __device__ __forceinline__ void store_out(void* out, int64_t i, float v, uint32_
   else static_cast<uint8_t*>(out)[i] = (uint8_t)code;
 }
 
+// Order keys for min/max: ord_key maps a finite float to an int32 whose signed order is the
+// total order of hd.h's f_min/f_max (-0 < +0; negative values reversed by flipping their
+// magnitude bits). It is an involution on the bits, so min/max of keys, mapped back, is bit
+// for bit the element f_min/f_max choose (both return one of their inputs) in 4 integer
+// instructions per element instead of f_min + f_max's compare/select chains.
+__device__ __forceinline__ int32_t ord_key(float v) {
+  const int32_t u = __float_as_int(v);
+  return u ^ (int32_t)((uint32_t)(u >> 31) >> 1);
+}
+__device__ __forceinline__ float key_float(int32_t k) { return __int_as_float(k ^ (int32_t)((uint32_t)(k >> 31) >> 1)); }
+
+// Store 4 consecutive outputs at element e (e % 4 == 0, base 16-byte aligned): one vector store.
+__device__ __forceinline__ void store_out4(void* out, int64_t e, const float y[4], const uint32_t c[4], OutType o) {
+  if (o == OutType::F32) {
+    *reinterpret_cast<float4*>(static_cast<float*>(out) + e) = make_float4(y[0], y[1], y[2], y[3]);
+  } else if (o == OutType::F16) {
+    const uint32_t a = (uint32_t)float_to_half(y[0]) | ((uint32_t)float_to_half(y[1]) << 16);
+    const uint32_t b = (uint32_t)float_to_half(y[2]) | ((uint32_t)float_to_half(y[3]) << 16);
+    *reinterpret_cast<uint2*>(static_cast<uint16_t*>(out) + e) = make_uint2(a, b);
+  } else {
+    *reinterpret_cast<uint32_t*>(static_cast<uint8_t*>(out) + e) = c[0] | (c[1] << 8) | (c[2] << 16) | (c[3] << 24);
+  }
+}
+
+// Copy n raw input elements (contiguous) into shared memory, 16-byte vectors when both ends
+// allow it, U loads in flight per thread.
+template <class In>
+__device__ __forceinline__ void load_raw(In* tile, const In* x, int n) {
+  const bool vec = ((reinterpret_cast<uintptr_t>(x) & 15u) == 0) && ((n * (int)sizeof(In)) % 16 == 0);
+  if (vec) {
+    const int nv = n * (int)sizeof(In) / 16;
+    const uint4* src = reinterpret_cast<const uint4*>(x);
+    uint4* dst = reinterpret_cast<uint4*>(tile);
+    constexpr int U = 4;
+    for (int base = threadIdx.x; base < nv; base += U * blockDim.x) {
+      uint4 v[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+        if (base + u * (int)blockDim.x < nv) v[u] = __ldcs(src + base + u * blockDim.x);
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+        if (base + u * (int)blockDim.x < nv) dst[base + u * blockDim.x] = v[u];
+    }
+  } else {
+    for (int i = threadIdx.x; i < n; i += blockDim.x) tile[i] = x[i];
+  }
+}
+__device__ __forceinline__ float to_f(uint16_t h) { return half_to_float(h); }
+__device__ __forceinline__ float to_f(float v) { return v; }
+
 // Pitch (bytes) of a staged row of nb bytes: a multiple of 4 whose word count is odd, so
 // threads on consecutive rows hit different shared-memory banks.
 __host__ __device__ __forceinline__ int stage_pitch(int64_t nb) { return (int)(((nb + 7) / 8) * 8 + 4); }

@@ -7,6 +7,7 @@
 
 #include "kvlab/half.h"
 #include "kvlab_gpu/gpu.h"
+#include "util.h"
 
 namespace kvlab::gpu {
 namespace {
@@ -160,6 +161,15 @@ std::vector<ValidationRow> validate(const ValidateOptions& opt) {
     data.push_back(llama_values(opt.seed));
   }
   std::vector<ValidationRow> rows;
+  if (!opt.small) {  // the device's fp16 conversions (hardware cvt) against half.h's integer reference
+    ValidationRow r{"exhaustive", "fp16-cvt:hw-vs-soft,all-65536-halves+all-2^32-floats,no-NaN(count=values)", "-", "cvt",
+                    0, 0, 0, 0.0, ""};
+    int64_t checked = 0;
+    r.mismatches = half_conversion_mismatches(&checked);
+    r.elements = checked;
+    r.bytes = checked;
+    rows.push_back(r);
+  }
   for (const Data& d : data)
     for (const char* s : kFormats) {
       const QuantizerSpec spec = parse_quantizer(s);
