@@ -1,5 +1,6 @@
 #include "kvlab/tensor.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -26,12 +27,33 @@ float TensorView::at(int64_t i) const {
   return static_cast<const float*>(data)[i];
 }
 
+namespace {
+// Index of the first NaN/Inf (all exponent bits set), or n. Integer tests vectorize.
+template <class Bits>
+int64_t first_non_finite(const Bits* v, int64_t n, Bits exp_mask) {
+  const int64_t block = 1 << 16;
+  int64_t first = n;
+#pragma omp parallel for schedule(static) reduction(min : first)
+  for (int64_t b = 0; b < n; b += block) {
+    const int64_t e = std::min(n, b + block);
+    bool bad = false;
+    for (int64_t i = b; i < e; ++i) bad |= (v[i] & exp_mask) == exp_mask;
+    if (bad)
+      for (int64_t i = b; i < e; ++i)
+        if ((v[i] & exp_mask) == exp_mask) {
+          first = std::min(first, i);
+          break;
+        }
+  }
+  return first;
+}
+}  // namespace
+
 void check_finite(const TensorView& x, const std::string& what) {
   const int64_t n = x.numel();
-  int64_t first = n;
-#pragma omp parallel for reduction(min : first) schedule(static)
-  for (int64_t i = 0; i < n; ++i)
-    if (i < first && !std::isfinite(x.at(i))) first = i;
+  const int64_t first = x.dtype == DType::F16
+                            ? first_non_finite(static_cast<const uint16_t*>(x.data), n, (uint16_t)0x7c00)
+                            : first_non_finite(static_cast<const uint32_t*>(x.data), n, 0x7f800000u);
   if (first < n)
     throw std::invalid_argument(what + " of shape " + shape_string(x.shape) + " holds a non-finite value (" +
                                 std::to_string(x.at(first)) + ") at flat index " + std::to_string(first) +

@@ -32,34 +32,6 @@
 namespace kvtest {
 
 // ---------------------------------------------------------------------------------------------
-// OpenMP wait policy. `ctest -j2` on a 2-core machine runs two test processes at once, each
-// with an OpenMP team of 2 threads; with libgomp's default busy-waiting every barrier can then
-// wait a whole time slice for a descheduled spinning thread, and the suite takes ~40 s instead
-// of ~2 s (same results). libgomp reads OMP_WAIT_POLICY once, when it loads, so when it is
-// unset this re-executes the test binary with OMP_WAIT_POLICY=passive. Set OMP_WAIT_POLICY
-// yourself to opt out. (The cleaner fix is an ENVIRONMENT property in tests/CMakeLists.txt.)
-namespace detail {
-inline const bool passive_omp_wait = [] {
-  if (std::getenv("OMP_WAIT_POLICY") != nullptr) return false;
-  std::ifstream f("/proc/self/cmdline", std::ios::binary);
-  const std::string all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  if (all.empty()) return false;
-  std::vector<std::string> args;
-  for (size_t at = 0; at < all.size();) {
-    const size_t end = all.find('\0', at);
-    args.push_back(all.substr(at, end == std::string::npos ? std::string::npos : end - at));
-    if (end == std::string::npos) break;
-    at = end + 1;
-  }
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  setenv("OMP_WAIT_POLICY", "passive", 1);
-  execv("/proc/self/exe", argv.data());
-  return false;  // exec failed: run on with the default policy
-}();
-}  // namespace detail
-
 using kvlab::Axis;
 using kvlab::ParamType;
 using kvlab::Profile;
@@ -311,5 +283,14 @@ class TempDir {
  private:
   std::filesystem::path path_;
 };
+
+// docs/FORMATS.md 3.1: an asym element is within scale/2 in exact arithmetic; the fp32
+// division, code * scale and the final add can each add rounding, bounded by 2 ulps of the
+// largest magnitude involved (code * scale is at most |deq| + |zero|).
+inline double fp32_bound(double x, float scale, float zero, float deq) {
+  const float m = std::max({std::fabs((float)x), std::fabs(zero), std::fabs(deq) + std::fabs(zero)});
+  const double ulp = (double)std::nextafter(m, INFINITY) - (double)m;
+  return (double)scale / 2 + 2 * ulp;
+}
 
 }  // namespace kvtest
