@@ -76,6 +76,13 @@ void codes_per_group(const float* __restrict x, GroupParams p, int64_t n, int bi
   for (int64_t c = 0; c < n; ++c) out[c] = (uint8_t)code_of<Recipe, Sym>(x[c], p, bits);
 }
 
+// Codes of one token row of a Kitty page: each channel with its own parameters and levels.
+template <class Recipe>
+void boost_codes(const float* __restrict x, const float* __restrict scale, const float* __restrict zero,
+                 const int* __restrict levels, int64_t n, uint8_t* __restrict out) {
+  for (int64_t c = 0; c < n; ++c) out[c] = (uint8_t)Recipe::asym_code(x[c], GroupParams{scale[c], zero[c]}, levels[c]);
+}
+
 // Scratch of one thread for one group or page.
 struct Scratch {
   std::vector<float> tile, mn, mx, scale, zero, score;
@@ -184,7 +191,7 @@ void quantize_boost(const In* x, const Layout& lo, bool half, QuantizedTensor& q
 #pragma omp parallel
   {
     Scratch s(G, D);
-    std::vector<int> order(D), levels(D);
+    std::vector<int> order(D), levels(D);  // levels: 2^bits - 1, or 2^(bits+2) - 1 if boosted
     std::vector<uint8_t> high(std::max<int64_t>(k, 1) * G), low(G * D);
 #pragma omp for schedule(static)
     for (int64_t w = 0; w < lo.N * lo.P; ++w) {
@@ -212,12 +219,13 @@ void quantize_boost(const In* x, const Layout& lo, bool half, QuantizedTensor& q
         s.scale[c] = q.scale[w * D + c] = pc.scale;
         s.zero[c] = q.zero[w * D + c] = pc.zero;
       }
+      // Full codes first (vectorizes across channels), then split into the two planes.
       for (int64_t t = 0; t < len; ++t)
-        for (int64_t c = 0; c < D; ++c) {
-          const uint32_t code = Recipe::asym_code(s.tile[t * D + c], GroupParams{s.scale[c], s.zero[c]}, levels[c]);
-          low[t * D + c] = (uint8_t)(code & low_mask);
-          if (index[c] != kNotBoosted) high[index[c] * G + t] = (uint8_t)(code >> bits);
-        }
+        boost_codes<Recipe>(&s.tile[t * D], s.scale.data(), s.zero.data(), levels.data(), D, &s.codes[t * D]);
+      for (int64_t i = 0; i < len * D; ++i) low[i] = (uint8_t)(s.codes[i] & low_mask);
+      for (int64_t c = 0; c < D; ++c)
+        if (index[c] != kNotBoosted)
+          for (int64_t t = 0; t < len; ++t) high[index[c] * G + t] = (uint8_t)(s.codes[t * D + c] >> bits);
       uint8_t* low_page = q.codes.data() + n * lo.slice_low() + lo.page_low(p);
       uint8_t* high_page = q.high.data() + n * lo.slice_high() + lo.page_high(p);
       const int64_t low_row = packed_bytes(len, bits), high_row = packed_bytes(len, 2);
