@@ -10,9 +10,6 @@
 
 namespace kvlab::detail {
 
-inline float to_float(float v) { return v; }
-inline float to_float(uint16_t v) { return half_to_float(v); }
-
 template <class F>
 void with_recipe(Profile p, F&& f) {
   switch (p) {

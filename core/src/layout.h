@@ -50,10 +50,6 @@ struct Layout {
   int64_t page_high(int64_t p) const { return p * full_high; }
   // element (n, t, c) of the input
   int64_t elem(int64_t n, int64_t t, int64_t c) const { return (n * T + t) * D + c; }
-  // element at (row r, position i along the row)
-  int64_t elem_rc(int64_t n, int64_t r, int64_t i) const {
-    return channel ? elem(n, i, r) : elem(n, r, i);
-  }
 };
 
 }  // namespace kvlab::detail

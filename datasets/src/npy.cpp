@@ -114,9 +114,11 @@ NpyArray read_npy(const std::string& path) {
 
 std::vector<uint8_t> npy_bytes(const NpyArray& a) {
   const std::string h = header_text(a);
-  std::vector<uint8_t> out = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (uint8_t)(h.size() & 0xff), (uint8_t)(h.size() >> 8)};
-  out.insert(out.end(), h.begin(), h.end());
-  out.insert(out.end(), a.bytes.begin(), a.bytes.end());
+  const uint8_t magic[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (uint8_t)(h.size() & 0xff), (uint8_t)(h.size() >> 8)};
+  std::vector<uint8_t> out(10 + h.size() + a.bytes.size());
+  std::memcpy(out.data(), magic, 10);
+  std::memcpy(out.data() + 10, h.data(), h.size());
+  if (!a.bytes.empty()) std::memcpy(out.data() + 10 + h.size(), a.bytes.data(), a.bytes.size());
   return out;
 }
 
