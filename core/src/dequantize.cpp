@@ -75,9 +75,10 @@ void decode_tiles(const QuantizedTensor& q, F&& emit) {
 #pragma omp for schedule(static)
       for (int64_t r = 0; r < lo.N * lo.T; ++r) {
         unpack_row(q.codes.data() + r * lo.row_bytes, D, bits, codes.data());
-        for (int64_t c = 0; c < D; ++c) {
-          scale[c] = q.scale[r * lo.groups + c / lo.G];
-          if (asym) zero[c] = q.zero[r * lo.groups + c / lo.G];
+        for (int64_t g = 0; g < lo.groups; ++g) {  // each group's params over its channels
+          const int64_t c0 = g * lo.G, c1 = std::min(D, c0 + lo.G);
+          std::fill(&scale[c0], &scale[0] + c1, q.scale[r * lo.groups + g]);
+          if (asym) std::fill(&zero[c0], &zero[0] + c1, q.zero[r * lo.groups + g]);
         }
         emit(Tile{r * D, 1, codes.data(), scale.data(), zero.data()});
       }

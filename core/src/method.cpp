@@ -6,6 +6,7 @@
 #include "kvlab/kv_text.h"
 #include "kvlab/half.h"
 #include "kvlab/quantizer.h"
+#include "tiles.h"
 
 namespace kvlab {
 
@@ -175,27 +176,34 @@ Bits bits_per_element(const MethodSpec& m, int64_t T, int64_t D) {
 
 namespace {
 
+// Elements [first, first + n) of x as floats (fp16 converts exactly).
+void load(const TensorView& x, int64_t first, int64_t n, float* out) {
+  if (x.dtype == DType::F16) detail::load_floats(static_cast<const uint16_t*>(x.data) + first, out, n);
+  else detail::load_floats(static_cast<const float*>(x.data) + first, out, n);
+}
+
 // Quantize tokens [b, e) of x (..., T, D) and write the dequantized values into out.
 void replace_range(const TensorView& x, int64_t b, int64_t e, const QuantizerSpec& spec, Tensor& out) {
   if (e <= b) return;
-  const int64_t T = x.shape[x.shape.size() - 2], D = x.shape.back(), N = x.numel() / (T * D);
+  const int64_t T = x.shape[x.shape.size() - 2], D = x.shape.back(), N = x.numel() / (T * D), len = (e - b) * D;
   Tensor part;
   part.shape = x.shape;
   part.shape[part.shape.size() - 2] = e - b;
-  part.data.resize(N * (e - b) * D);
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t i = 0; i < (e - b) * D; ++i) part.data[n * (e - b) * D + i] = x.at((n * T + b) * D + i);
+  part.data.resize(N * len);
   // fp16 input converts to fp32 exactly, so every profile sees the values it was given
+  for (int64_t n = 0; n < N; ++n) load(x, (n * T + b) * D, len, &part.data[n * len]);
   const std::vector<float> deq = dequantize(quantize(part.view(), spec));
-  for (int64_t n = 0; n < N; ++n)
-    std::copy_n(&deq[n * (e - b) * D], (e - b) * D, &out.data[(n * T + b) * D]);
+  for (int64_t n = 0; n < N; ++n) std::copy_n(&deq[n * len], len, &out.data[(n * T + b) * D]);
 }
 
+// The cache as fp16 holds it.
 Tensor full_precision(const TensorView& x) {
   Tensor t;
   t.shape = x.shape;
   t.data.resize(x.numel());
-  for (int64_t i = 0; i < x.numel(); ++i) t.data[i] = round_to_half(x.at(i));
+  load(x, 0, x.numel(), t.data.data());
+  if (x.dtype == DType::F32)
+    for (float& v : t.data) v = round_to_half(v);
   return t;
 }
 
