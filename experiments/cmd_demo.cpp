@@ -26,7 +26,7 @@ Err error_of(const Tensor& ref, const Tensor& hat) {
 
 }  // namespace
 
-void add_demo(CLI::App& app) {
+static void add_demo(CLI::App& app) {
   auto p = std::make_shared<SyntheticParams>();
   p->tokens = 2048;
   auto* c = app.add_subcommand("demo", "Quantize the built-in synthetic K/V with every preset; print error and bits");
@@ -63,5 +63,7 @@ void add_demo(CLI::App& app) {
     std::printf("\nErrors over all tokens (sink and residual tokens stay fp16, exact here); %.2f s.\n", secs);
   });
 }
+
+KVLAB_COMMAND(90, add_demo);
 
 }  // namespace kvlab::cli

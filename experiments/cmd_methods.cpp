@@ -6,7 +6,7 @@
 
 namespace kvlab::cli {
 
-void add_methods(CLI::App& app) {
+static void add_methods(CLI::App& app) {
   auto tokens = std::make_shared<int64_t>(4096);
   auto dim = std::make_shared<int64_t>(128);
   auto* c = app.add_subcommand("methods", "List the KV-method presets and their parameters");
@@ -35,5 +35,7 @@ void add_methods(CLI::App& app) {
         "  profile       kvlab|kivi|kitty-sim arithmetic (docs/FORMATS.md)\n");
   });
 }
+
+KVLAB_COMMAND(80, add_methods);
 
 }  // namespace kvlab::cli

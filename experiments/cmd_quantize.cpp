@@ -61,7 +61,7 @@ void run(const QuantizeArgs& a) {
 
 }  // namespace
 
-void add_quantize(CLI::App& app) {
+static void add_quantize(CLI::App& app) {
   auto args = std::make_shared<QuantizeArgs>();
   auto* c = app.add_subcommand("quantize", "Quantize a .npy tensor (T, D), (H, T, D) or (B, H, T, D) into an .npz");
   c->add_option("--input", args->input, "fp16 or fp32 .npy file")->required();
@@ -73,5 +73,7 @@ void add_quantize(CLI::App& app) {
       ->required();
   c->callback([args] { run(*args); });
 }
+
+KVLAB_COMMAND(30, add_quantize);
 
 }  // namespace kvlab::cli

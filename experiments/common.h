@@ -6,10 +6,15 @@
 
 namespace kvlab::cli {
 
-void add_quantize(CLI::App& app);
-void add_methods(CLI::App& app);
-void add_demo(CLI::App& app);
-void add_gpu(CLI::App& app);  // gpu/cli_gpu.cpp, in builds with CUDA
+// Each cmd_*.cpp registers its subcommand with KVLAB_COMMAND(order, add_fn); `kvlab --help`
+// lists them by order. Registration is static so new commands touch no shared file.
+using AddCommand = void (*)(CLI::App&);
+int register_command(int order, AddCommand add);
+void add_all_commands(CLI::App& app);
+#define KVLAB_COMMAND(order, add) \
+  [[maybe_unused]] static const int kvlab_registered_command_ = ::kvlab::cli::register_command(order, add)
+
+void add_gpu(CLI::App& app);  // gpu/cli_gpu.cpp, in builds with CUDA (a library: no static registration)
 
 // Print rows as an aligned text table; the first row is the header.
 void print_table(const std::vector<std::vector<std::string>>& rows);

@@ -8,9 +8,7 @@
 int main(int argc, char** argv) {
   CLI::App app{"kvlab: KV-cache quantization research toolkit"};
   app.require_subcommand(1);
-  kvlab::cli::add_quantize(app);
-  kvlab::cli::add_methods(app);
-  kvlab::cli::add_demo(app);
+  kvlab::cli::add_all_commands(app);
 #if defined(KVLAB_HAVE_GPU_CLI)
   kvlab::cli::add_gpu(app);
 #endif
