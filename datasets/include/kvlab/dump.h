@@ -79,10 +79,11 @@ std::unique_ptr<DumpReader> open_dump(const std::string& path);
 // The dump that ships with kvlab (stories260K, data/stories260K.h5), or $KVLAB_DEFAULT_DUMP.
 std::string default_dump_path();
 
-// HDF5 compression for written dumps: deflate level 0 (off) to 9, with byte shuffle.
+// How dumps are written: chunks of (1, chunk_tokens, D), so one head reads alone; with
+// `compress`, byte shuffle + deflate (Huffman-only, compressed in parallel; docs/DUMP_FORMAT.md).
 struct DumpWriteOptions {
-  int deflate_level = 1;
-  int64_t chunk_tokens = 1024;       // chunk shape (1, chunk_tokens, D): one head reads alone
+  bool compress = true;
+  int64_t chunk_tokens = 1024;
 };
 
 // Writes the HDF5 dump format to `path` + ".tmp.<pid>" and renames it onto `path` in commit(),
