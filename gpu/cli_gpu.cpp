@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <memory>
 
+#include "kvlab/dump.h"
 #include "kvlab_gpu/gpu.h"
 
 namespace kvlab::cli {
@@ -16,6 +17,19 @@ void require_device(const char* what) {
     throw CLI::RuntimeError(gpu::kExitNoDevice);
   }
 }
+// The dump's keys and values, every layer stacked: (L, Hkv, T, D) each.
+void add_dump_data(const std::string& path, gpu::ValidateOptions& opt) {
+  const auto dump = open_dump(path);
+  const DumpInfo& in = dump->info();
+  for (Role role : {Role::k, Role::v}) {
+    gpu::NamedData d{std::string("dump-") + role_name(role), {in.num_layers, in.num_kv_heads, in.tokens, in.head_dim}, {}};
+    for (int64_t l = 0; l < in.num_layers; ++l) {
+      const Tensor t = dump->read(l, role);
+      d.values.insert(d.values.end(), t.data.begin(), t.data.end());
+    }
+    opt.extra.push_back(std::move(d));
+  }
+}
 }  // namespace
 
 void add_gpu(CLI::App& app) {
@@ -24,10 +38,13 @@ void add_gpu(CLI::App& app) {
 
   auto vopt = std::make_shared<gpu::ValidateOptions>();
   auto* v = g->add_subcommand("validate", "Run every GPU kernel against the CPU reference; non-zero exit on any mismatch");
+  auto dump_path = std::make_shared<std::string>();
+  v->add_option("dump", *dump_path, "also validate on this dump's keys and values (all layers)");
   v->add_flag("--small", vopt->small, "skip the llama3-sized data");
   v->add_option("--seed", vopt->seed, "data seed")->capture_default_str();
-  v->callback([vopt] {
+  v->callback([vopt, dump_path] {
     require_device("validate");
+    if (!dump_path->empty()) add_dump_data(*dump_path, *vopt);
     std::printf("device: %s\n", gpu::device_name().c_str());
     const auto rows = gpu::validate(*vopt);
     gpu::print_validation(rows, stdout);

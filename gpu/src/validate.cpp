@@ -160,6 +160,14 @@ std::vector<ValidationRow> validate(const ValidateOptions& opt) {
     data.push_back(llama_keys(opt.seed));
     data.push_back(llama_values(opt.seed));
   }
+  for (const NamedData& e : opt.extra) {
+    if (e.shape.size() < 2 || numel(e.shape) != (int64_t)e.values.size())
+      throw std::invalid_argument("validate: data '" + e.name + "' has shape " + shape_string(e.shape) + " but " +
+                                  std::to_string(e.values.size()) + " values");
+    Data d{e.name, e.shape, e.values, std::vector<uint16_t>(e.values.size())};
+    for (size_t i = 0; i < e.values.size(); ++i) d.f16[i] = float_to_half(e.values[i]);
+    data.push_back(std::move(d));
+  }
   std::vector<ValidationRow> rows;
   if (!opt.small) {  // the device's fp16 conversions (hardware cvt) against half.h's integer reference
     ValidationRow r{"exhaustive", "fp16-cvt:hw-vs-soft,all-65536-halves+all-2^32-floats,no-NaN(count=values)", "-", "cvt",

@@ -36,9 +36,18 @@ struct ValidationRow {
   std::string note;        // e.g. "both reject: ..."
 };
 
+// Extra inputs, e.g. the keys and values of a dump: (..., T, D) fp32 values; the fp16-input
+// cases use them rounded to fp16.
+struct NamedData {
+  std::string name;
+  std::vector<int64_t> shape;
+  std::vector<float> values;
+};
+
 struct ValidateOptions {
   bool small = false;  // skip the llama3-sized data (for compute-sanitizer runs)
   uint64_t seed = 1;
+  std::vector<NamedData> extra;
 };
 std::vector<ValidationRow> validate(const ValidateOptions& opt);
 void print_validation(const std::vector<ValidationRow>& rows, std::FILE* out);
