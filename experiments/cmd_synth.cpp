@@ -68,10 +68,12 @@ void run(const SynthArgs& a) {
   std::vector<uint16_t> buf(std::max(numel(info.shape(Role::q)), numel(info.shape(Role::k))));
   const bool tty = isatty(fileno(stderr));
   const auto t0 = clock::now();
-  double bytes = 0;  // fp16 bytes generated and written
+  double bytes = 0, gen_s = 0;  // fp16 bytes generated and written; seconds generating
   for (int64_t l = 0; l < info.num_layers; ++l) {
     for (Role r : roles) {
+      const auto g0 = clock::now();
       gen.generate_f16(l, r, 0, info.heads(r), buf.data());
+      gen_s += std::chrono::duration<double>(clock::now() - g0).count();
       TensorView v{buf.data(), DType::F16, info.shape(r)};
       writer.write(l, r, v);
       bytes += 2.0 * (double)v.numel();
@@ -88,11 +90,11 @@ void run(const SynthArgs& a) {
   const double s = std::chrono::duration<double>(clock::now() - t0).count();
   if (!a.quiet && tty) std::fprintf(stderr, "\n");
   std::printf("%s: %s, %lld layers, q %s, k/v %s%s, float16; %.1f MB of fp16 -> %.1f MB file (%s) in %.2f s "
-              "(%.0f MB/s)\n",
+              "(%.0f MB/s; generating %.2f s, writing %.2f s)\n",
               a.out.c_str(), info.model.c_str(), (long long)info.num_layers, shape_string(info.shape(Role::q)).c_str(),
               shape_string(info.shape(Role::k)).c_str(), info.has_k_pre_rope ? " (+ k_pre_rope)" : "", bytes / 1e6,
               (double)std::filesystem::file_size(a.out) / 1e6, a.no_compress ? "uncompressed" : "shuffle+deflate", s,
-              bytes / 1e6 / s);
+              bytes / 1e6 / s, gen_s, s - gen_s);
 }
 
 }  // namespace

@@ -74,10 +74,12 @@ inline float portable_sqrt(float y) {
   return 0.5f * (g + y / g);
 }
 
-// Two standard normals from one 64-bit hash: u1 from the high 24 bits (in (0, 1), so |z| <
-// 5.8), the angle from the low 24 bits, reduced exactly to a quadrant and |a| <= pi/4.
+// Two standard normals from one 64-bit hash: u1 = (k + 1/2) / 2^23 from the high 23 bits,
+// exact in float and strictly inside (0, 1) (so |z| < 5.8; 24 bits would round the top value
+// to 1 and give r = sqrt(-0)), the angle from the low 24 bits, reduced exactly to a quadrant
+// and |a| <= pi/4.
 inline void gauss_pair(uint64_t h, float& z0, float& z1) {
-  const float u1 = ((float)(uint32_t)(h >> 40) + 0.5f) * (1.0f / 16777216.0f);
+  const float u1 = ((float)(uint32_t)(h >> 41) + 0.5f) * (1.0f / 8388608.0f);
   const float r = portable_sqrt(-2.0f * portable_log(u1));
   const int32_t k = (int32_t)(h & 0xffffffu);            // angle = 2 pi k / 2^24
   const int32_t quadrant = ((k + (1 << 21)) >> 22) & 3;   // nearest multiple of pi/2

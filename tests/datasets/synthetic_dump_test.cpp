@@ -362,6 +362,12 @@ TEST(SyntheticRng, GaussianMomentsAndHelpers) {
   EXPECT_NEAR(m2, 1.0, 0.005);
   EXPECT_NEAR(m4, 3.0, 0.05);
   EXPECT_NEAR(tail, 0.0455, 0.001);
+  // The extreme hashes (u1 at its ends, every angle quadrant) give finite values.
+  for (uint64_t h : {0ull, ~0ull, 0xffffff0000000000ull, 0x000000ffffffffffull, 0xfffffe0000c00000ull}) {
+    float a = NAN, b = NAN;
+    synth::gauss_pair(h, a, b);
+    EXPECT_TRUE(std::isfinite(a) && std::isfinite(b) && std::fabs(a) < 6 && std::fabs(b) < 6) << std::hex << h;
+  }
   for (float u = 1e-7f; u < 1.0f; u *= 1.37f) {
     EXPECT_NEAR(synth::portable_log(u), std::log(u), 2e-6 * std::fabs(std::log(u)) + 1e-7) << u;
     const float y = -2.0f * std::log(u);
