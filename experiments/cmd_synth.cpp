@@ -90,11 +90,11 @@ void run(const SynthArgs& a) {
   const double s = std::chrono::duration<double>(clock::now() - t0).count();
   if (!a.quiet && tty) std::fprintf(stderr, "\n");
   std::printf("%s: %s, %lld layers, q %s, k/v %s%s, float16; %.1f MB of fp16 -> %.1f MB file (%s) in %.2f s "
-              "(%.0f MB/s; generating %.2f s, writing %.2f s)\n",
+              "(%.0f MB/s; generating %.2f s = %.0f MB/s, writing %.2f s)\n",
               a.out.c_str(), info.model.c_str(), (long long)info.num_layers, shape_string(info.shape(Role::q)).c_str(),
               shape_string(info.shape(Role::k)).c_str(), info.has_k_pre_rope ? " (+ k_pre_rope)" : "", bytes / 1e6,
               (double)std::filesystem::file_size(a.out) / 1e6, a.no_compress ? "uncompressed" : "shuffle+deflate", s,
-              bytes / 1e6 / s, gen_s, s - gen_s);
+              bytes / 1e6 / s, gen_s, bytes / 1e6 / gen_s, s - gen_s);
 }
 
 }  // namespace
