@@ -84,7 +84,8 @@ void DumpWriter::Impl::write_dataset(const std::string& name, const void* data, 
     std::vector<std::vector<uint8_t>> encoded(n);
     std::vector<uint32_t> masks(n);
     std::string error;
-#pragma omp parallel for schedule(dynamic)
+    // Threads only for work worth waking them: on a busy machine a team costs milliseconds.
+#pragma omp parallel for schedule(dynamic) if (n * chunk_bytes >= (4u << 20))
     for (int64_t i = 0; i < n; ++i) {
       const int64_t h = i / per_head, t0 = (i % per_head) * ct, len = std::min(ct, T - t0);
       std::vector<uint8_t> raw(chunk_bytes, 0);  // the edge chunk is padded, as HDF5 stores it
@@ -142,9 +143,9 @@ void DumpWriter::write(int64_t layer, Role role, const TensorView& x) {
   check_finite(x, m.path + ": " + name);
 
   const int64_t n = x.numel();
-  std::vector<float> f32;
+  std::vector<float> f32;  // fp32 copy of fp16 input, only when the stored dtype needs one
   const float* src = static_cast<const float*>(x.data);
-  if (x.dtype == DType::F16) {
+  if (x.dtype == DType::F16 && m.info.dtype != CaptureDtype::f16) {
     f32.resize(n);
     detail::half_to_float_n(static_cast<const uint16_t*>(x.data), f32.data(), n);
     src = f32.data();

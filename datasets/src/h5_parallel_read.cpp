@@ -47,7 +47,7 @@ bool read_chunks_parallel(hid_t ds, int64_t h0, int64_t nh, int64_t T, int64_t D
       throw std::runtime_error(what + ": cannot read a chunk (truncated or corrupt file?)");
   }
   std::string error;
-#pragma omp parallel for schedule(dynamic)
+#pragma omp parallel for schedule(dynamic) if (n * chunk_bytes >= (4u << 20))  // small reads stay serial
   for (int64_t i = 0; i < n; ++i) {
     const int64_t h = i / per_head, t0 = (i % per_head) * ct, len = std::min(ct, T - t0);
     std::vector<uint8_t> raw(chunk_bytes);
