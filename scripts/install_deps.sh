@@ -13,6 +13,7 @@ PACKAGES=(
   libbenchmark-dev                     # benchmarks
   pybind11-dev python3-dev             # bindings/
   python3-numpy                        # tests check .npz files with numpy.load
+  libtorch-dev                         # torch.save reader (optional in CMake; ~124 MB download)
 )
 
 missing=()

@@ -13,7 +13,8 @@ namespace kvlab {
 
 size_t NpyArray::item_size() const {
   if (descr.size() < 3) throw std::runtime_error("npy: bad dtype '" + descr + "'");
-  return (size_t)std::stoul(descr.substr(2));
+  const size_t n = (size_t)std::stoul(descr.substr(2));
+  return descr[1] == 'U' ? 4 * n : n;  // '<U5': five UTF-32 code units
 }
 
 int64_t NpyArray::numel() const {
@@ -24,16 +25,18 @@ int64_t NpyArray::numel() const {
 
 namespace {
 
-[[noreturn]] void fail(const std::string& path, const std::string& why) {
-  throw std::runtime_error("'" + path + "': " + why);
+// `where` is already quoted: "'a.npy'" or "'a.npz' member 'q'".
+[[noreturn]] void fail_at(const std::string& where, const std::string& why) {
+  throw std::runtime_error(where + ": " + why);
 }
+[[noreturn]] void fail(const std::string& path, const std::string& why) { fail_at("'" + path + "'", why); }
 
 // Value of `'key': value` in the header dict (up to the next ',' at depth 0 or '}').
-std::string header_field(const std::string& h, const std::string& key, const std::string& path) {
+std::string header_field(const std::string& h, const std::string& key, const std::string& where) {
   const size_t k = h.find("'" + key + "'");
-  if (k == std::string::npos) fail(path, "npy header lacks '" + key + "': " + h);
+  if (k == std::string::npos) fail_at(where, "npy header lacks '" + key + "': " + h);
   size_t p = h.find(':', k);
-  if (p == std::string::npos) fail(path, "npy header malformed: " + h);
+  if (p == std::string::npos) fail_at(where, "npy header malformed: " + h);
   ++p;
   while (p < h.size() && h[p] == ' ') ++p;
   size_t e = p;
@@ -46,8 +49,8 @@ std::string header_field(const std::string& h, const std::string& key, const std
   return h.substr(p, e - p);
 }
 
-std::vector<int64_t> parse_shape(const std::string& s, const std::string& path) {
-  if (s.size() < 2 || s.front() != '(' || s.back() != ')') fail(path, "npy shape '" + s + "' is not a tuple");
+std::vector<int64_t> parse_shape(const std::string& s, const std::string& where) {
+  if (s.size() < 2 || s.front() != '(' || s.back() != ')') fail_at(where, "npy shape '" + s + "' is not a tuple");
   std::vector<int64_t> shape;
   std::string num;
   for (size_t i = 1; i + 1 <= s.size(); ++i) {
@@ -56,7 +59,7 @@ std::vector<int64_t> parse_shape(const std::string& s, const std::string& path) 
     else if (c == ',' || c == ')') {
       if (!num.empty()) shape.push_back(std::stoll(num)), num.clear();
     } else if (c != ' ' && c != 'L')
-      fail(path, "npy shape '" + s + "' is malformed");
+      fail_at(where, "npy shape '" + s + "' is malformed");
   }
   return shape;
 }
@@ -74,42 +77,55 @@ std::string header_text(const NpyArray& a) {
 
 }  // namespace
 
+NpyHeader parse_npy_header(const uint8_t* p, size_t n, const std::string& where) {
+  if (n < 10 || std::memcmp(p, "\x93NUMPY", 6) != 0) fail_at(where, "not a .npy file (bad magic or shorter than 10 bytes)");
+  const int major = p[6];
+  size_t hlen, hstart;
+  if (major == 1) hlen = p[8] | (p[9] << 8), hstart = 10;
+  else if (major == 2 || major == 3) {
+    if (n < 12) fail_at(where, "truncated .npy header");
+    hlen = p[8] | (p[9] << 8) | (p[10] << 16) | ((size_t)p[11] << 24), hstart = 12;
+  } else
+    fail_at(where, "unsupported .npy format version " + std::to_string(major));
+  if (n < hstart + hlen) fail_at(where, "truncated .npy header");
+  const std::string h(p + hstart, p + hstart + hlen);
+  NpyHeader out;
+  std::string descr = header_field(h, "descr", where);
+  if (descr.size() < 2 || descr.front() != '\'') fail_at(where, "npy dtype " + descr + " is not a simple dtype");
+  out.descr = descr.substr(1, descr.size() - 2);
+  if (out.descr.empty() || out.descr[0] == '>')
+    fail_at(where, "npy dtype '" + out.descr + "' is big-endian or empty; save little-endian data");
+  if (header_field(h, "fortran_order", where) != "False")
+    fail_at(where, "npy array is in Fortran order; save it with np.ascontiguousarray");
+  out.shape = parse_shape(header_field(h, "shape", where), where);
+  NpyArray probe;
+  probe.descr = out.descr;
+  try {
+    out.item_size = probe.item_size();
+  } catch (const std::exception&) {
+    fail_at(where, "npy dtype '" + out.descr + "' is not a fixed-size numeric type");
+  }
+  out.data_offset = hstart + hlen;
+  return out;
+}
+
+NpyArray parse_npy(const uint8_t* p, size_t n, const std::string& where) {
+  const NpyHeader h = parse_npy_header(p, n, where);
+  NpyArray a;
+  a.descr = h.descr;
+  a.shape = h.shape;
+  const size_t need = (size_t)a.numel() * h.item_size, have = n - h.data_offset;
+  if (have < need)
+    fail_at(where, "truncated .npy data: shape needs " + std::to_string(need) + " bytes, file holds " + std::to_string(have));
+  a.bytes.assign(p + h.data_offset, p + h.data_offset + need);
+  return a;
+}
+
 NpyArray read_npy(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   if (!f) fail(path, "cannot open file");
-  std::vector<uint8_t> buf((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  if (buf.size() < 10 || std::memcmp(buf.data(), "\x93NUMPY", 6) != 0)
-    fail(path, "not a .npy file (bad magic or shorter than 10 bytes)");
-  const int major = buf[6];
-  size_t hlen, hstart;
-  if (major == 1) hlen = buf[8] | (buf[9] << 8), hstart = 10;
-  else if (major == 2 || major == 3) {
-    if (buf.size() < 12) fail(path, "truncated .npy header");
-    hlen = buf[8] | (buf[9] << 8) | (buf[10] << 16) | ((size_t)buf[11] << 24), hstart = 12;
-  } else
-    fail(path, "unsupported .npy format version " + std::to_string(major));
-  if (buf.size() < hstart + hlen) fail(path, "truncated .npy header");
-  const std::string h(buf.begin() + hstart, buf.begin() + hstart + hlen);
-  NpyArray a;
-  std::string descr = header_field(h, "descr", path);
-  if (descr.size() < 2 || descr.front() != '\'') fail(path, "npy dtype " + descr + " is not a simple dtype");
-  a.descr = descr.substr(1, descr.size() - 2);
-  if (a.descr.empty() || a.descr[0] == '>')
-    fail(path, "npy dtype '" + a.descr + "' is big-endian or empty; save little-endian data");
-  if (header_field(h, "fortran_order", path) != "False")
-    fail(path, "npy array is in Fortran order; save it with np.ascontiguousarray");
-  a.shape = parse_shape(header_field(h, "shape", path), path);
-  size_t item;
-  try {
-    item = a.item_size();
-  } catch (const std::exception&) {
-    fail(path, "npy dtype '" + a.descr + "' is not a fixed-size numeric type");
-  }
-  const size_t need = (size_t)a.numel() * item, have = buf.size() - hstart - hlen;
-  if (have < need)
-    fail(path, "truncated .npy data: shape needs " + std::to_string(need) + " bytes, file holds " + std::to_string(have));
-  a.bytes.assign(buf.begin() + hstart + hlen, buf.begin() + hstart + hlen + need);
-  return a;
+  const std::vector<uint8_t> buf((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  return parse_npy(buf.data(), buf.size(), "'" + path + "'");
 }
 
 std::vector<uint8_t> npy_bytes(const NpyArray& a) {

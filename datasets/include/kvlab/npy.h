@@ -1,8 +1,10 @@
-// NumPy .npy reading and writing, and .npz (ZIP of .npy, stored) writing. Format: numpy's
+// NumPy .npy reading and writing, .npz (ZIP of .npy) writing (stored) and reading (stored or
+// deflate, ZIP64 included: what numpy.savez and numpy.savez_compressed write). Format: numpy's
 // NEP 1 (format versions 1.0-3.0 read, 1.0 written); files are written to a temporary name
 // and renamed, so a crash never leaves a file that looks complete.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -15,9 +17,22 @@ struct NpyArray {
   std::vector<int64_t> shape;
   std::vector<uint8_t> bytes;   // C-order little-endian data
 
-  size_t item_size() const;
+  size_t item_size() const;     // "<U5" (unicode) counts 4 bytes a character
   int64_t numel() const;
 };
+
+// What a .npy header says; the data starts `data_offset` bytes into the .npy.
+struct NpyHeader {
+  std::string descr;
+  std::vector<int64_t> shape;
+  size_t item_size = 0;
+  size_t data_offset = 0;
+};
+
+// Parse .npy bytes held in memory; `where` names them in errors, quoted as it should appear
+// ("'a.npy'", "'a.npz' member 'q'"). parse_npy_header needs only the bytes up to the data.
+NpyHeader parse_npy_header(const uint8_t* p, size_t n, const std::string& where);
+NpyArray parse_npy(const uint8_t* p, size_t n, const std::string& where);
 
 // Throws std::runtime_error naming the file for: missing file, bad magic, truncated header or
 // data, Fortran order, big-endian data.
@@ -34,6 +49,32 @@ TensorView as_tensor(const NpyArray& a, const std::string& path);
 
 // Write name -> array pairs into an uncompressed .npz (numpy.load reads it).
 void write_npz(const std::string& path, const std::vector<std::pair<std::string, NpyArray>>& arrays);
+
+// Reads a .npz lazily: the constructor reads the ZIP directory only; header() and read() read
+// one member. Member names are given without ".npy". Errors name the file and the member:
+// not a ZIP, truncated or corrupt archive (CRC, deflate), encryption, unknown compression.
+class NpzReader {
+ public:
+  explicit NpzReader(const std::string& path);
+  ~NpzReader();
+  NpzReader(NpzReader&&) noexcept;
+  const std::string& path() const;
+  std::vector<std::string> names() const;                // archive order
+  bool contains(const std::string& name) const;
+  NpyHeader header(const std::string& name) const;       // reads the start of the member only
+  NpyArray read(const std::string& name) const;          // the whole member, CRC-checked
+  // `n` bytes of the array's data from byte `offset`. All of it is CRC-checked; a part is not
+  // (a stored member is read in place, a deflated one inflated up to offset + n).
+  std::vector<uint8_t> read_data(const std::string& name, uint64_t offset, uint64_t n) const;
+  std::string where(const std::string& name) const;      // "'a.npz' member 'q'"
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Every array of a .npz, in archive order.
+std::vector<std::pair<std::string, NpyArray>> read_npz(const std::string& path);
 
 // Serialize one array in .npy format (header + data).
 std::vector<uint8_t> npy_bytes(const NpyArray& a);
