@@ -1,0 +1,98 @@
+// Offline error evaluation of KV-cache methods on a dump: `kvlab eval`.
+//
+// For each layer (one in memory at a time) and KV head, every method is applied to K and V as
+// its schedule leaves the cache after all T dumped tokens (core's apply_method: sink tokens and
+// residual windows in fp16, keys in groups or pages, boosted channels), dequantized, and
+// attention is recomputed from the dumped queries and compared with the full-precision
+// reference. The cache state after T tokens serves every query: a query at an earlier position
+// t sees that final cache restricted causally to keys 0..t (a key group that was still the fp16
+// residual at time t is quantized here). Reconstruction errors are taken over the quantized
+// positions only; attention metrics over every valid causal entry.
+//
+// eval does not read files: the caller passes a loader (the CLI wraps kvlab::DumpReader).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "kvlab/attention.h"
+#include "kvlab/method.h"
+#include "kvlab/metrics.h"
+#include "kvlab/selection.h"
+#include "kvlab/tensor.h"
+
+namespace kvlab {
+
+struct EvalShape {
+  int64_t num_layers = 0, num_q_heads = 0, num_kv_heads = 0, head_dim = 0, tokens = 0;
+};
+
+// One layer: q (num_q_heads, T, D), k and v (num_kv_heads, T, D), fp32.
+struct LayerQKV {
+  Tensor q, k, v;
+};
+using LayerLoader = std::function<LayerQKV(int64_t layer)>;
+
+struct EvalProgress {
+  int64_t layers_done = 0, layers_total = 0;
+  double elapsed_s = 0;
+};
+
+struct EvalOptions {
+  std::vector<std::string> methods;  // preset names or spec strings; empty: default_eval_methods()
+  QuerySelection queries;            // which query positions
+  LayerRange layers;                 // which layers (default all)
+  AttentionTiles tiles;              // tile sizes (results agree across sizes to fp32 rounding)
+  int threads = 0;                   // OpenMP threads; 0: the OpenMP default
+  std::function<void(const EvalProgress&)> progress;  // after each layer
+};
+
+// One layer of one method. key/value: per KV head; attn: per query head (head h uses KV head
+// h / (num_q_heads / num_kv_heads)).
+struct LayerEval {
+  int64_t layer = 0;
+  std::vector<ReconStats> key, value;
+  std::vector<AttnStats> attn;
+  ReconStats key_total() const;
+  ReconStats value_total() const;
+  AttnStats attn_total() const;
+};
+
+struct MethodEval {
+  std::string name;  // as given (preset name or spec string)
+  std::string spec;  // canonical spec string
+  MethodSpec method;
+  Bits bits;          // bits per element of a T-token cache, from core's accounting
+  Schedule schedule;  // quantized token ranges after T tokens
+  std::vector<LayerEval> layers;
+  ReconStats key, value;  // over all evaluated layers and heads
+  AttnStats attn;
+};
+
+// Wall seconds per phase, and the attention kernel's CPU seconds by part.
+struct EvalTimes {
+  double load = 0;       // the loader (reading the dump)
+  double quantize = 0;   // apply_method, reconstruction errors, K - K_hat
+  double attention = 0;  // the attention kernel with its metrics (wall)
+  double total = 0;
+  AttentionTimes cpu;    // inside `attention`, summed over threads
+};
+
+struct EvalResult {
+  EvalShape shape;
+  QuerySelection queries;
+  int64_t num_queries = 0;  // selected positions per head
+  LayerRange layers;        // resolved
+  AttentionTiles tiles;
+  int threads = 0;          // OpenMP threads used
+  std::vector<MethodEval> methods;  // in the order given
+  EvalTimes times;
+};
+
+// Throws std::invalid_argument for unknown methods or parameters (listing the valid ones),
+// layers out of range, N larger than T, or tensors of the wrong shape from the loader; the
+// loader's own errors (a missing role, an unreadable file) pass through.
+EvalResult evaluate(const EvalShape& shape, const LayerLoader& load, const EvalOptions& options);
+
+}  // namespace kvlab

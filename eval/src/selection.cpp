@@ -1,0 +1,111 @@
+#include "kvlab/selection.h"
+
+#include <charconv>
+#include <stdexcept>
+
+namespace kvlab {
+
+namespace {
+
+// The whole string as a non-negative integer, else throw naming the option.
+int64_t parse_count(const std::string& v, const std::string& option, const std::string& whole) {
+  int64_t out = -1;
+  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
+  if (v.empty() || ec != std::errc() || p != v.data() + v.size() || out < 0)
+    throw std::invalid_argument(option + " '" + whole + "': '" + v + "' is not a non-negative integer");
+  return out;
+}
+
+}  // namespace
+
+QuerySelection parse_queries(const std::string& text) {
+  const std::string valid = " (valid: all, last:N, stride:N with N >= 1)";
+  if (text == "all") return {};
+  const size_t colon = text.find(':');
+  const std::string mode = text.substr(0, colon);
+  QuerySelection q;
+  if (mode == "last") q.mode = QuerySelection::Mode::Last;
+  else if (mode == "stride") q.mode = QuerySelection::Mode::Stride;
+  else throw std::invalid_argument("--queries '" + text + "' is not valid" + valid);
+  if (colon == std::string::npos) throw std::invalid_argument("--queries '" + text + "' needs N" + valid);
+  q.n = parse_count(text.substr(colon + 1), "--queries", text);
+  if (q.n < 1) throw std::invalid_argument("--queries '" + text + "': N must be >= 1");
+  return q;
+}
+
+std::string to_string(const QuerySelection& q) {
+  switch (q.mode) {
+    case QuerySelection::Mode::All: return "all";
+    case QuerySelection::Mode::Last: return "last:" + std::to_string(q.n);
+    case QuerySelection::Mode::Stride: return "stride:" + std::to_string(q.n);
+  }
+  return "?";
+}
+
+std::vector<int64_t> select_queries(const QuerySelection& q, int64_t tokens) {
+  if (tokens <= 0) throw std::invalid_argument("select_queries: the dump has no tokens (T = " + std::to_string(tokens) + ")");
+  if (q.mode != QuerySelection::Mode::All && (q.n < 1 || q.n > tokens))
+    throw std::invalid_argument("--queries " + to_string(q) + ": N must be in [1, T] and the dump has T = " +
+                                std::to_string(tokens) + " tokens");
+  std::vector<int64_t> pos;
+  switch (q.mode) {
+    case QuerySelection::Mode::All:
+      for (int64_t t = 0; t < tokens; ++t) pos.push_back(t);
+      break;
+    case QuerySelection::Mode::Last:
+      for (int64_t t = tokens - q.n; t < tokens; ++t) pos.push_back(t);
+      break;
+    case QuerySelection::Mode::Stride:
+      for (int64_t t = q.n - 1; t < tokens; t += q.n) pos.push_back(t);
+      break;
+  }
+  return pos;
+}
+
+LayerRange parse_layers(const std::string& text) {
+  const size_t dash = text.find('-');
+  LayerRange r;
+  r.first = parse_count(text.substr(0, dash), "--layers", text);
+  r.last = dash == std::string::npos ? r.first : parse_count(text.substr(dash + 1), "--layers", text);
+  if (r.last < r.first)
+    throw std::invalid_argument("--layers '" + text + "': the range is empty (write a-b with a <= b)");
+  return r;
+}
+
+LayerRange resolve_layers(const LayerRange& r, int64_t num_layers) {
+  LayerRange out = r;
+  if (out.last < 0) out.last = num_layers - 1;
+  if (out.first < 0 || out.first > out.last || out.last >= num_layers)
+    throw std::invalid_argument("--layers " + std::to_string(r.first) + "-" + std::to_string(out.last) +
+                                ": out of range; the dump has " + std::to_string(num_layers) + " layers (0-" +
+                                std::to_string(num_layers - 1) + ")");
+  return out;
+}
+
+std::vector<std::string> split_method_list(const std::string& text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find(',', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string item = text.substr(start, end - start);
+    if (item.empty()) throw std::invalid_argument("--methods '" + text + "': empty method name");
+    const bool continues = item.find('=') != std::string::npos && item.find(':') == std::string::npos;
+    if (continues) {
+      if (out.empty())
+        throw std::invalid_argument("--methods '" + text + "': '" + item + "' is a parameter without a method");
+      out.back() += "," + item;
+    } else {
+      out.push_back(item);
+    }
+    start = end + 1;
+  }
+  return out;
+}
+
+const std::vector<std::string>& default_eval_methods() {
+  static const std::vector<std::string> m = {"fp16", "int8", "kivi-4", "kivi-2", "kivi-2-sink", "kitty", "kitty-pro"};
+  return m;
+}
+
+}  // namespace kvlab

@@ -1,0 +1,126 @@
+// kvlab eval [DUMP] [--methods m1,m2,...] [--queries all|last:N|stride:N] [--layers a-b]
+//            [--format table|csv|json] [--out FILE] [--quiet] [--threads N]
+// Offline error evaluation of KV-cache methods on a dump (kvlab/evaluate.h). DUMP is a file
+// open_dump reads, or `synthetic:PRESET[:tokens=N,layers=N,seed=N]` to generate one in memory.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <sstream>
+#include <stdexcept>
+
+#include "cmd_eval_output.h"
+#include "common.h"
+#include "kvlab/dump.h"
+#include "kvlab/evaluate.h"
+#include "kvlab/kv_text.h"
+#include "kvlab/synthetic_dump.h"
+
+namespace kvlab::cli {
+namespace {
+
+struct EvalArgs {
+  std::string dump, queries = "all", layers, format = "table", out;
+  std::vector<std::string> methods;
+  int threads = 0;
+  int64_t query_tile = 64, key_tile = 256;
+  bool quiet = false;
+};
+
+// `synthetic:llama3-8b:tokens=4096,layers=32,seed=0`: the generator as a reader, no file.
+std::unique_ptr<DumpReader> open_synthetic(const std::string& text) {
+  const std::string rest = text.substr(std::string("synthetic:").size());
+  const size_t colon = rest.find(':');
+  SyntheticDumpParams p = synthetic_preset(rest.substr(0, colon));
+  if (colon != std::string::npos)
+    for (const auto& [key, v] : text::split_pairs(rest.substr(colon + 1), "synthetic dump '" + text + "'")) {
+      text::choose(key, "synthetic dump key", {"tokens", "layers", "seed"});
+      const int n = text::parse_int(v, key);
+      if (key == "tokens") p.tokens = n;
+      else if (key == "layers") p.layers = n;
+      else p.seed = (uint64_t)n;
+    }
+  return std::make_unique<SyntheticDump>(p);
+}
+
+std::unique_ptr<DumpReader> open_source(const std::string& path) {
+  if (path.rfind("synthetic:", 0) == 0) return open_synthetic(path);
+  return open_dump(path);
+}
+
+void run(const EvalArgs& a) {
+  EvalOptions opt;
+  for (const auto& item : a.methods)
+    for (auto& m : split_method_list(item)) opt.methods.push_back(m);
+  opt.queries = parse_queries(a.queries);
+  if (!a.layers.empty()) opt.layers = parse_layers(a.layers);
+  opt.threads = a.threads;
+  opt.tiles = {a.query_tile, a.key_tile};
+
+  const std::string path = a.dump.empty() ? default_dump_path() : a.dump;
+  const std::unique_ptr<DumpReader> reader = open_source(path);
+  const DumpInfo& info = reader->info();
+  const EvalShape shape{info.num_layers, info.num_q_heads, info.num_kv_heads, info.head_dim, info.tokens};
+  const LayerLoader load = [&](int64_t layer) {
+    LayerQKV x;
+    x.q = reader->read(layer, Role::q);
+    x.k = reader->read(layer, Role::k);
+    x.v = reader->read(layer, Role::v);
+    return x;
+  };
+  if (!a.quiet) {
+    const bool tty = isatty(fileno(stderr));
+    opt.progress = [tty](const EvalProgress& p) {
+      const double eta = p.elapsed_s / p.layers_done * (p.layers_total - p.layers_done);
+      std::fprintf(stderr, "%seval: layer %lld/%lld  elapsed %.1f s  ETA %.1f s%s", tty ? "\r" : "",
+                   (long long)p.layers_done, (long long)p.layers_total, p.elapsed_s, eta, tty ? "  " : "\n");
+      if (tty && p.layers_done == p.layers_total) std::fprintf(stderr, "\n");
+      std::fflush(stderr);
+    };
+  }
+  const EvalResult r = evaluate(shape, load, opt);
+
+  const ReportSource src{reader->path(), info.model};
+  std::string text;
+  if (a.format == "table") {
+    text = eval_table(r, src);
+  } else {
+    std::ostringstream os;
+    os.precision(17);
+    if (a.format == "json") write_eval_json(os, r, src);
+    else write_eval_csv(os, r);
+    text = os.str();
+  }
+  if (a.out.empty()) std::fwrite(text.data(), 1, text.size(), stdout);
+  else write_file_atomically(a.out, text);
+}
+
+}  // namespace
+
+static void add_eval(CLI::App& app) {
+  auto a = std::make_shared<EvalArgs>();
+  std::string methods;
+  for (const auto& m : default_eval_methods()) methods += (methods.empty() ? "" : ",") + m;
+  auto* c = app.add_subcommand("eval", "Error of KV-cache methods on a dump: reconstruction, attention scores, "
+                                       "outputs, KL, top-8, bits per element");
+  c->add_option("dump", a->dump,
+                "dump file (default: the built-in dump, or $KVLAB_DEFAULT_DUMP); or synthetic:PRESET[:tokens=N,"
+                "layers=N,seed=N]");
+  c->add_option("--methods", a->methods, "methods, comma-separated presets or specs (default: " + methods + ")");
+  c->add_option("--queries", a->queries, "query positions: all, last:N or stride:N")->capture_default_str();
+  c->add_option("--layers", a->layers, "layers a-b (inclusive) or a; default all");
+  c->add_option("--format", a->format, "table, csv or json (schema: docs/EVAL_JSON.md)")
+      ->check(CLI::IsMember({"table", "csv", "json"}))
+      ->capture_default_str();
+  c->add_option("--out", a->out, "write to FILE instead of stdout (atomically)");
+  c->add_option("--threads", a->threads, "OpenMP threads (0: OMP_NUM_THREADS or all cores)")->capture_default_str();
+  c->add_option("--query-tile", a->query_tile, "queries per attention tile")->capture_default_str();
+  c->add_option("--key-tile", a->key_tile, "keys per attention tile")->capture_default_str();
+  c->add_flag("--quiet", a->quiet, "no progress on stderr");
+  c->callback([a] { run(*a); });
+}
+
+KVLAB_COMMAND(40, add_eval);
+
+}  // namespace kvlab::cli
