@@ -14,6 +14,7 @@ PACKAGES=(
   pybind11-dev python3-dev             # bindings/
   python3-numpy                        # tests check .npz files with numpy.load
   libtorch-dev                         # torch.save reader (optional in CMake; ~124 MB download)
+  python3-h5py python3-pytest          # h5py reads kvlab's dumps (test); the Python capture hook
 )
 
 missing=()
