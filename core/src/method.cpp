@@ -183,8 +183,14 @@ void load(const TensorView& x, int64_t first, int64_t n, float* out) {
 }
 
 // Quantize tokens [b, e) of x (..., T, D) and write the dequantized values into out.
-void replace_range(const TensorView& x, int64_t b, int64_t e, const QuantizerSpec& spec, Tensor& out) {
-  if (e <= b) return;
+// boost: null, or the caller's boosted channels per (slice, page) of the range.
+void replace_range(const TensorView& x, int64_t b, int64_t e, const QuantizerSpec& spec, Tensor& out,
+                   const std::vector<int32_t>* boost = nullptr) {
+  if (e <= b) {
+    if (boost && !boost->empty())
+      throw std::invalid_argument("apply_method: key boost channels were given but no key page is quantized");
+    return;
+  }
   const int64_t T = x.shape[x.shape.size() - 2], D = x.shape.back(), N = x.numel() / (T * D), len = (e - b) * D;
   Tensor part;
   part.shape = x.shape;
@@ -192,7 +198,7 @@ void replace_range(const TensorView& x, int64_t b, int64_t e, const QuantizerSpe
   part.data.resize(N * len);
   // fp16 input converts to fp32 exactly, so every profile sees the values it was given
   for (int64_t n = 0; n < N; ++n) load(x, (n * T + b) * D, len, &part.data[n * len]);
-  const std::vector<float> deq = dequantize(quantize(part.view(), spec));
+  const std::vector<float> deq = dequantize(boost ? quantize(part.view(), spec, *boost) : quantize(part.view(), spec));
   for (int64_t n = 0; n < N; ++n) std::copy_n(&deq[n * len], len, &out.data[(n * T + b) * D]);
 }
 
@@ -210,6 +216,19 @@ Tensor full_precision(const TensorView& x) {
 }  // namespace
 
 Reconstruction apply_method(const MethodSpec& m, const TensorView& k, const TensorView& v) {
+  return apply_method(m, k, v, nullptr);
+}
+
+Reconstruction apply_method(const MethodSpec& m, const TensorView& k, const TensorView& v,
+                            const std::vector<int32_t>& key_boost) {
+  if (m.family != Family::Kitty)
+    throw std::invalid_argument("apply_method: key boost channels were given for " + to_string(m) +
+                                ", which is not a kitty method");
+  return apply_method(m, k, v, &key_boost);
+}
+
+Reconstruction apply_method(const MethodSpec& m, const TensorView& k, const TensorView& v,
+                            const std::vector<int32_t>* key_boost) {
   if (k.shape != v.shape)
     throw std::invalid_argument("apply_method: keys " + shape_string(k.shape) + " and values " +
                                 shape_string(v.shape) + " differ in shape");
@@ -219,7 +238,7 @@ Reconstruction apply_method(const MethodSpec& m, const TensorView& k, const Tens
   check_finite(v, "apply_method: values");
   const Schedule s = schedule(m, k.shape[k.shape.size() - 2]);
   Reconstruction r{full_precision(k), full_precision(v)};
-  replace_range(k, s.key_begin, s.key_end, key_quantizer(m), r.k);
+  replace_range(k, s.key_begin, s.key_end, key_quantizer(m), r.k, key_boost);
   replace_range(v, s.value_begin, s.value_end, value_quantizer(m), r.v);
   return r;
 }

@@ -183,8 +183,10 @@ void quantize_token(const In* x, const Layout& lo, bool half, QuantizedTensor& q
 }
 
 // Kitty key pages: per page of G tokens, the k channels of largest mean |x| get bits + 2.
+// `chosen`: null (rank by score) or the caller's k channels per (slice, page), row w = n * P + p.
 template <class Recipe, class In>
-void quantize_boost(const In* x, const Layout& lo, bool half, QuantizedTensor& q, Overflow& of) {
+void quantize_boost(const In* x, const Layout& lo, bool half, QuantizedTensor& q, Overflow& of,
+                    const int32_t* chosen) {
   const int bits = lo.bits;
   const int64_t D = lo.D, G = lo.G, k = lo.k;
   const uint32_t low_mask = (1u << bits) - 1u;
@@ -198,16 +200,20 @@ void quantize_boost(const In* x, const Layout& lo, bool half, QuantizedTensor& q
       const int64_t n = w / lo.P, p = w % lo.P, t0 = p * G, len = lo.page_tokens(p);
       load<Recipe>(x + lo.elem(n, t0, 0), s.tile.data(), len * D);
       column_minmax(s.tile.data(), len, D, s.mn.data(), s.mx.data());
-      std::fill(s.score.begin(), s.score.end(), 0.0f);
-      for (int64_t t = 0; t < len; ++t)  // fp32 sums of |x| in token order
-        for (int64_t c = 0; c < D; ++c) s.score[c] = f_add(s.score[c], f_abs(s.tile[t * D + c]));
-      if constexpr (std::is_same_v<Recipe, KittySimRecipe>)
-        for (int64_t c = 0; c < D; ++c) s.score[c] = Recipe::boost_score(s.score[c], (int)len);
-      // Top k by score; equal scores go to the lower channel index.
-      std::iota(order.begin(), order.end(), 0);
-      std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int a, int b) {
-        return s.score[a] > s.score[b] || (s.score[a] == s.score[b] && a < b);
-      });
+      if (chosen) {
+        std::copy_n(chosen + w * k, k, order.begin());
+      } else {
+        std::fill(s.score.begin(), s.score.end(), 0.0f);
+        for (int64_t t = 0; t < len; ++t)  // fp32 sums of |x| in token order
+          for (int64_t c = 0; c < D; ++c) s.score[c] = f_add(s.score[c], f_abs(s.tile[t * D + c]));
+        if constexpr (std::is_same_v<Recipe, KittySimRecipe>)
+          for (int64_t c = 0; c < D; ++c) s.score[c] = Recipe::boost_score(s.score[c], (int)len);
+        // Top k by score; equal scores go to the lower channel index.
+        std::iota(order.begin(), order.end(), 0);
+        std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int a, int b) {
+          return s.score[a] > s.score[b] || (s.score[a] == s.score[b] && a < b);
+        });
+      }
       std::sort(order.begin(), order.begin() + k);  // slots in channel order
       uint8_t* index = q.boost_index.data() + w * D;
       std::fill(index, index + D, kNotBoosted);
@@ -257,8 +263,32 @@ void check_input(const TensorView& x, const QuantizerSpec& spec) {
 
 }  // namespace
 
-QuantizedTensor quantize(const TensorView& x, const QuantizerSpec& spec) {
-  check_input(x, spec);
+namespace {
+
+// Throws unless `channels` holds, per (slice, page), k distinct channels in [0, D).
+void check_boost_channels(const TensorView& x, const QuantizerSpec& spec, const std::vector<int32_t>& channels) {
+  if (!spec.boosted())
+    throw std::invalid_argument("quantize: boost channels were given but spec " + to_string(spec) + " has no boost");
+  const int64_t T = x.shape[x.shape.size() - 2], D = x.shape.back(), N = x.numel() / (T * D);
+  const int64_t P = (T + spec.group - 1) / spec.group, k = boost_count((int)D, spec.boost);
+  if ((int64_t)channels.size() != N * P * k)
+    throw std::invalid_argument("quantize: boost channels hold " + std::to_string(channels.size()) +
+                                " entries; input " + shape_string(x.shape) + " needs N*P*k = " + std::to_string(N) +
+                                "*" + std::to_string(P) + "*" + std::to_string(k));
+  std::vector<char> seen(D);
+  for (int64_t w = 0; w < N * P; ++w) {
+    std::fill(seen.begin(), seen.end(), 0);
+    for (int64_t i = 0; i < k; ++i) {
+      const int32_t c = channels[w * k + i];
+      if (c < 0 || c >= D || seen[c])
+        throw std::invalid_argument("quantize: boost channel " + std::to_string(c) + " in page row " +
+                                    std::to_string(w) + " is out of [0, " + std::to_string(D) + ") or repeated");
+      seen[c] = 1;
+    }
+  }
+}
+
+QuantizedTensor quantize_impl(const TensorView& x, const QuantizerSpec& spec, const int32_t* chosen) {
   QuantizedTensor q;
   q.spec = spec;
   q.shape = x.shape;
@@ -284,7 +314,7 @@ QuantizedTensor quantize(const TensorView& x, const QuantizerSpec& spec) {
     detail::with_recipe(spec.profile, [&](auto recipe) {
       using R = decltype(recipe);
       if (spec.boosted()) {
-        if constexpr (!std::is_same_v<R, KiviRecipe>) quantize_boost<R>(in, lo, half, q, of);
+        if constexpr (!std::is_same_v<R, KiviRecipe>) quantize_boost<R>(in, lo, half, q, of, chosen);
       } else if (spec.axis == Axis::Channel) {
         if (asym) quantize_channel<R, false>(in, lo, half, q, of);
         else quantize_channel<KvlabRecipe, true>(in, lo, half, q, of);
@@ -306,6 +336,19 @@ QuantizedTensor quantize(const TensorView& x, const QuantizerSpec& spec) {
                                 (fp16 ? "fp16" : "fp32") + " (spec " + to_string(spec) + "); " + advice);
   }
   return q;
+}
+
+}  // namespace
+
+QuantizedTensor quantize(const TensorView& x, const QuantizerSpec& spec) {
+  check_input(x, spec);
+  return quantize_impl(x, spec, nullptr);
+}
+
+QuantizedTensor quantize(const TensorView& x, const QuantizerSpec& spec, const std::vector<int32_t>& boost_channels) {
+  check_input(x, spec);
+  check_boost_channels(x, spec, boost_channels);
+  return quantize_impl(x, spec, boost_channels.data());
 }
 
 }  // namespace kvlab

@@ -66,5 +66,14 @@ struct Reconstruction {
   Tensor k, v;
 };
 Reconstruction apply_method(const MethodSpec& m, const TensorView& k, const TensorView& v);
+// Kitty with the boosted key channels chosen by the caller (channel selection studies):
+// key_boost holds k = boost_count(D, m.boost) channels per (slice, page) of the quantized key
+// range, P = (key_end - key_begin) / group pages (quantize's boost_channels). Throws for other
+// families; with no quantized pages it must be empty.
+Reconstruction apply_method(const MethodSpec& m, const TensorView& k, const TensorView& v,
+                            const std::vector<int32_t>& key_boost);
+// Either form: key_boost null means Kitty's own ranking.
+Reconstruction apply_method(const MethodSpec& m, const TensorView& k, const TensorView& v,
+                            const std::vector<int32_t>* key_boost);
 
 }  // namespace kvlab

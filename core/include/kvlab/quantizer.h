@@ -38,6 +38,12 @@ constexpr uint8_t kNotBoosted = 0xFF;
 // Quantize and pack. Throws std::invalid_argument for an invalid spec, a group of 0 or larger
 // than its axis, an empty tensor, NaN/Inf input, or scales that overflow their storage type.
 QuantizedTensor quantize(const TensorView& x, const QuantizerSpec& spec);
+// Kitty pages with the boosted channels chosen by the caller instead of by mean |x| (channel
+// selection studies): boost_channels holds k = boost_count(D, spec.boost) distinct channels per
+// (slice, page), row n * P + p, in any order. The bytes are what quantize() writes when its own
+// ranking picks the same channels. Throws std::invalid_argument for a spec without boost, a
+// wrong count, or a channel out of range or repeated.
+QuantizedTensor quantize(const TensorView& x, const QuantizerSpec& spec, const std::vector<int32_t>& boost_channels);
 
 // Integer codes in the input's layout (..., T, D); boosted channels carry their full code.
 std::vector<uint8_t> unpack_codes(const QuantizedTensor& q);
