@@ -1,0 +1,301 @@
+#include "kvlab/kmeans.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <exception>
+#include <random>
+#include <stdexcept>
+
+#include "kmeans_assign.h"
+#include "kmeans_init.h"
+
+namespace kvlab {
+
+const char* to_string(KMeansInit i) {
+  switch (i) {
+    case KMeansInit::Random: return "random";
+    case KMeansInit::KMeansPP: return "kmeans++";
+    case KMeansInit::Farthest: return "farthest";
+  }
+  return "?";
+}
+
+KMeansInit parse_kmeans_init(const std::string& s) {
+  for (KMeansInit i : {KMeansInit::Random, KMeansInit::KMeansPP, KMeansInit::Farthest})
+    if (s == to_string(i)) return i;
+  throw std::invalid_argument("kmeans: unknown init '" + s + "' (valid: random, kmeans++, farthest)");
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+void check_finite(const float* p, int64_t count, const char* what) {
+  for (int64_t i = 0; i < count; ++i)
+    if (!std::isfinite(p[i]))
+      throw std::invalid_argument(std::string("kmeans: ") + what + " has a NaN or Inf at flat index " + std::to_string(i));
+}
+
+void validate(const float* x, int64_t n, int64_t d, const KMeansParams& p, const float* w, const float* init) {
+  auto bad = [](const std::string& m) { throw std::invalid_argument("kmeans: " + m); };
+  if (d < 1) bad("d (dimension) must be >= 1, got " + std::to_string(d));
+  if (n < 1) bad("n (number of points) must be >= 1, got " + std::to_string(n));
+  if (p.k < 1) bad("k must be >= 1, got " + std::to_string(p.k));
+  if (p.k > n) bad("k (" + std::to_string(p.k) + ") is larger than the number of points n (" + std::to_string(n) + ")");
+  if (p.k > (int64_t)1 << 31) bad("k must fit in int32, got " + std::to_string(p.k));
+  if (p.iters < 0) bad("iters must be >= 0, got " + std::to_string(p.iters));
+  if (p.restarts < 1) bad("restarts must be >= 1, got " + std::to_string(p.restarts));
+  if (p.max_points_per_centroid < 0) bad("max_points_per_centroid must be >= 0");
+  if (!x) bad("x is null");
+  check_finite(x, n * d, "x (data)");
+  if (init) check_finite(init, p.k * d, "init (starting centroids)");
+  if (w) {
+    double s = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      if (!std::isfinite(w[i])) bad("weights has a NaN or Inf at index " + std::to_string(i));
+      if (w[i] < 0) bad("weights must be >= 0; weight " + std::to_string(i) + " is " + std::to_string(w[i]));
+      s += w[i];
+    }
+    if (!(s > 0)) bad("weights sum to zero");
+  }
+}
+
+// Per-point sums combine over chunks of a size fixed by (n, k, d) alone, in chunk order.
+int64_t chunk_points(int64_t n, int64_t k, int64_t d) {
+  int64_t chunk = std::max<int64_t>(65536, (n + 63) / 64);
+  const int64_t budget = (int64_t)32 << 20;  // doubles of partial sums (256 MiB)
+  while ((n + chunk - 1) / chunk * (k * (d + 1)) > budget && chunk < n) chunk *= 2;
+  return chunk;
+}
+
+struct Stepper {
+  const float* x;
+  int64_t n, d, k;
+  const float* w;
+  int nt;
+  int64_t chunk, nchunks;
+  std::vector<double> part;  // [nchunks][k][d + 1]: weighted sums, then the weight sum
+  std::vector<int32_t> assign;
+  std::vector<int64_t> count;
+  detail::CentroidPack pack;
+
+  Stepper(const float* x_, int64_t n_, int64_t d_, int64_t k_, const float* w_, int nt_)
+      : x(x_), n(n_), d(d_), k(k_), w(w_), nt(nt_), chunk(chunk_points(n_, k_, d_)),
+        nchunks((n_ + chunk - 1) / chunk), assign(n_), count(k_) {}
+
+  void assign_all(const std::vector<float>& c) {
+    pack.build(c.data(), k, d);
+    detail::assign_nearest(x, n, pack, assign.data(), nt);
+  }
+
+  // sum of w * ||x - c||^2 under the current assignment (exact, double, fixed order).
+  double objective(const std::vector<float>& c) const {
+    std::vector<double> per(nchunks, 0.0);
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && nchunks > 1)
+    for (int64_t ch = 0; ch < nchunks; ++ch) {
+      double s = 0;
+      for (int64_t i = ch * chunk; i < std::min(n, (ch + 1) * chunk); ++i) {
+        const float* xi = x + i * d;
+        const float* ci = &c[(int64_t)assign[i] * d];
+        double e = 0;
+        for (int64_t j = 0; j < d; ++j) {
+          const double t = (double)xi[j] - ci[j];
+          e += t * t;
+        }
+        s += w ? w[i] * e : e;
+      }
+      per[ch] = s;
+    }
+    double s = 0;
+    for (double v : per) s += v;
+    return s;
+  }
+
+  // New centroids: weighted means of their points; returns the number of empty clusters split.
+  int64_t update(std::vector<float>& c) {
+    const int64_t row = d + 1;
+    part.assign(nchunks * k * row, 0.0);
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && nchunks > 1)
+    for (int64_t ch = 0; ch < nchunks; ++ch) {
+      double* ps = &part[ch * k * row];
+      for (int64_t i = ch * chunk; i < std::min(n, (ch + 1) * chunk); ++i) {
+        double* s = ps + (int64_t)assign[i] * row;
+        const double wi = w ? w[i] : 1.0;
+        const float* xi = x + i * d;
+        for (int64_t j = 0; j < d; ++j) s[j] += wi * xi[j];
+        s[d] += wi;
+      }
+    }
+    std::fill(count.begin(), count.end(), 0);
+    for (int64_t i = 0; i < n; ++i) ++count[assign[i]];
+    std::vector<double> mass(k, 0.0);
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && k >= 256)
+    for (int64_t ci = 0; ci < k; ++ci) {
+      double s[1024];
+      std::vector<double> big;
+      double* acc = s;
+      if (row > 1024) big.assign(row, 0.0), acc = big.data();
+      else std::fill(s, s + row, 0.0);
+      for (int64_t ch = 0; ch < nchunks; ++ch) {
+        const double* p = &part[(ch * k + ci) * row];
+        for (int64_t j = 0; j < row; ++j) acc[j] += p[j];
+      }
+      mass[ci] = acc[d];
+      if (acc[d] > 0)
+        for (int64_t j = 0; j < d; ++j) c[ci * d + j] = (float)(acc[j] / acc[d]);
+    }
+    return split_empty(c, mass);
+  }
+
+  // An empty (or zero-weight) cluster takes a copy of the heaviest one, both nudged apart by
+  // a relative 1/1024 in alternating directions, and half its weight (faiss's split, with the
+  // largest cluster instead of one drawn in proportion to size: no random numbers needed).
+  int64_t split_empty(std::vector<float>& c, std::vector<double>& mass) {
+    constexpr float kEps = 1.0f / 1024.0f;
+    int64_t splits = 0;
+    for (int64_t ci = 0; ci < k; ++ci) {
+      if (mass[ci] > 0) continue;
+      const int64_t cj = std::max_element(mass.begin(), mass.end()) - mass.begin();
+      float* a = &c[ci * d];
+      float* b = &c[cj * d];
+      for (int64_t j = 0; j < d; ++j) {
+        const float s = (j % 2 == 0) ? kEps : -kEps;
+        a[j] = b[j] * (1 + s);
+        b[j] = b[j] * (1 - s);
+      }
+      mass[ci] = mass[cj] / 2;
+      mass[cj] -= mass[ci];
+      ++splits;
+    }
+    return splits;
+  }
+
+  double imbalance() const {
+    double s = 0;
+    for (int64_t v : count) s += (double)v * v;
+    return s * k / ((double)n * n);
+  }
+};
+
+struct Run {
+  std::vector<float> centroids;
+  std::vector<KMeansIterStats> iterations;
+};
+
+Run run_once(const float* x, int64_t n, int64_t d, const KMeansParams& p, const float* w, const float* init,
+             uint64_t seed, int nt) {
+  const auto t0 = Clock::now();
+  std::mt19937_64 rng(seed);
+  Run r;
+  r.centroids = init ? std::vector<float>(init, init + p.k * d)
+                     : detail::init_centroids(x, n, d, p.k, p.init, w, rng, nt);
+  Stepper st(x, n, d, p.k, w, nt);
+  for (int it = 0; it < p.iters; ++it) {
+    KMeansIterStats s;
+    st.assign_all(r.centroids);
+    s.objective = st.objective(r.centroids);
+    s.splits = st.update(r.centroids);
+    s.imbalance = st.imbalance();
+    s.time_s = std::chrono::duration<double>(Clock::now() - t0).count();
+    r.iterations.push_back(s);
+  }
+  return r;
+}
+
+}  // namespace
+
+KMeansResult kmeans(const float* x, int64_t n, int64_t d, const KMeansParams& p, const float* w, const float* init) {
+  validate(x, n, d, p, w, init);
+  const int nt = p.threads > 0 ? p.threads : omp_get_max_threads();
+  KMeansResult res;
+  res.k = p.k, res.d = d, res.n = n;
+
+  // Opt-in subsample (a copy of the chosen points and their weights).
+  std::vector<float> sx, sw;
+  const float* tx = x;
+  const float* tw = w;
+  int64_t tn = n;
+  if (p.max_points_per_centroid > 0 && n > p.k * p.max_points_per_centroid) {
+    std::mt19937_64 rng(p.seed ^ 0x5bd1e995u);
+    auto idx = detail::sample_indices(n, p.k * p.max_points_per_centroid, rng);
+    std::sort(idx.begin(), idx.end());
+    tn = idx.size();
+    sx.resize(tn * d);
+    if (w) sw.resize(tn);
+    for (int64_t i = 0; i < tn; ++i) {
+      std::copy(x + idx[i] * d, x + (idx[i] + 1) * d, &sx[i * d]);
+      if (w) sw[i] = w[idx[i]];
+    }
+    tx = sx.data(), tw = w ? sw.data() : nullptr;
+  }
+  res.trained_points = tn;
+
+  const int runs = init ? 1 : p.restarts;
+  Stepper final_step(x, n, d, p.k, w, nt);
+  for (int r = 0; r < runs; ++r) {
+    Run run = run_once(tx, tn, d, p, tw, init, p.seed + (uint64_t)r * 15486557ull, nt);
+    final_step.assign_all(run.centroids);
+    const double obj = final_step.objective(run.centroids);
+    res.restart_objectives.push_back(obj);
+    if (r == 0 || obj < res.objective) {
+      res.objective = obj, res.best_restart = r;
+      res.centroids = std::move(run.centroids);
+      res.iterations = std::move(run.iterations);
+      res.assign = final_step.assign;
+    }
+  }
+  double ws = 0;
+  if (w)
+    for (int64_t i = 0; i < n; ++i) ws += w[i];
+  res.weight_sum = w ? ws : (double)n;
+  return res;
+}
+
+std::vector<KMeansResult> kmeans_batch(const std::vector<KMeansProblem>& problems, const KMeansParams& params) {
+  const int64_t np = problems.size();
+  std::vector<KMeansResult> out(np);
+  std::vector<std::exception_ptr> errors(np);
+  const int nt = params.threads > 0 ? params.threads : omp_get_max_threads();
+  KMeansParams one = params;
+  one.threads = 1;  // parallel across problems; each alone gives the same answer anyway
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
+  for (int64_t i = 0; i < np; ++i) {
+    try {
+      const auto& q = problems[i];
+      out[i] = kmeans(q.x, q.n, q.d, one, q.weights, q.init);
+    } catch (...) {
+      errors[i] = std::current_exception();
+    }
+  }
+  for (int64_t i = 0; i < np; ++i)
+    if (errors[i]) {
+      try {
+        std::rethrow_exception(errors[i]);
+      } catch (const std::invalid_argument& e) {
+        throw std::invalid_argument("kmeans_batch: problem " + std::to_string(i) + ": " + e.what());
+      }
+    }
+  return out;
+}
+
+void kmeans_assign(const float* x, int64_t n, int64_t d, const float* centroids, int64_t k, int32_t* assign,
+                   float* dist2, int threads) {
+  if (d < 1 || k < 1 || n < 0) throw std::invalid_argument("kmeans_assign: need d >= 1, k >= 1, n >= 0");
+  detail::CentroidPack pack;
+  pack.build(centroids, k, d);
+  detail::assign_nearest(x, n, pack, assign, threads);
+  if (dist2)
+    for (int64_t i = 0; i < n; ++i) {
+      float e = 0;
+      for (int64_t j = 0; j < d; ++j) {
+        const float t = x[i * d + j] - centroids[(int64_t)assign[i] * d + j];
+        e += t * t;
+      }
+      dist2[i] = e;
+    }
+}
+
+}  // namespace kvlab
