@@ -46,11 +46,11 @@ std::string eval_table(const EvalResult& r, const ReportSource& src) {
                 "\ndump: %s (%s): layers %lld-%lld of %lld, %lld q / %lld kv heads, D %lld, T %lld\n"
                 "queries: %s (%lld per head); errors K/V over quantized positions, attention over all causal "
                 "entries (docs/EVAL_JSON.md)\n"
-                "time: %.2f s (load %.2f, quantize %.2f, attention %.2f) on %d threads\n",
+                "time: %.2f s (load %.2f, quantize %.2f, attention %.2f) on %d threads; CPU %.2f s\n",
                 src.path.c_str(), src.model.c_str(), (long long)r.layers.first, (long long)r.layers.last,
                 (long long)s.num_layers, (long long)s.num_q_heads, (long long)s.num_kv_heads, (long long)s.head_dim,
                 (long long)s.tokens, to_string(r.queries).c_str(), (long long)r.num_queries, t.total, t.load,
-                t.quantize, t.attention, r.threads);
+                t.quantize, t.attention, r.threads, t.total_cpu);
   return out + foot;
 }
 

@@ -3,7 +3,7 @@
 
 #include <Eigen/Core>
 #include <algorithm>
-#include <chrono>
+#include <ctime>
 #include <cmath>
 #include <limits>
 
@@ -101,22 +101,28 @@ RowErrors row_errors(const MethodRows& s, int64_t r, double zs, double p2, const
   return e;
 }
 
-// Lap timer: adds the time since the last lap to an AttentionTimes field; free when times is null.
+// Lap timer: adds the thread's CPU time since the last lap to an AttentionTimes field (CPU, not
+// wall time, so the split stays meaningful on a busy machine); free when times is null.
 class Laps {
  public:
   explicit Laps(AttentionTimes* t) : t_(t) {
-    if (t_) last_ = std::chrono::steady_clock::now();
+    if (t_) last_ = now();
   }
   void lap(double AttentionTimes::*field) {
     if (!t_) return;
-    const auto now = std::chrono::steady_clock::now();
-    t_->*field += std::chrono::duration<double>(now - last_).count();
-    last_ = now;
+    const double n = now();
+    t_->*field += n - last_;
+    last_ = n;
   }
 
  private:
+  static double now() {
+    timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+  }
   AttentionTimes* t_;
-  std::chrono::steady_clock::time_point last_;
+  double last_ = 0;
 };
 
 template <class V>

@@ -4,6 +4,7 @@
 #include <omp.h>
 
 #include <chrono>
+#include <ctime>
 #include <cstring>
 #include <exception>
 #include <stdexcept>
@@ -16,6 +17,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double process_cpu() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 void check_shape(const EvalShape& s) {
   auto fail = [](const std::string& why) { throw std::invalid_argument("eval: " + why); };
@@ -73,6 +79,7 @@ AttnStats LayerEval::attn_total() const {
 
 EvalResult evaluate(const EvalShape& shape, const LayerLoader& load, const EvalOptions& opt) {
   const auto t_start = Clock::now();
+  const double cpu_start = process_cpu();
   check_shape(shape);
   EvalResult res;
   res.shape = shape;
@@ -112,6 +119,7 @@ EvalResult evaluate(const EvalShape& shape, const LayerLoader& load, const EvalO
   const int64_t total_layers = res.layers.last - res.layers.first + 1;
   for (int64_t layer = res.layers.first; layer <= res.layers.last; ++layer) {
     auto t0 = Clock::now();
+    double c0 = process_cpu();
     LayerQKV x = load(layer);
     check_tensor(x.q, {Hq, T, D}, layer, "q");
     check_tensor(x.k, {Hkv, T, D}, layer, "k");
@@ -122,6 +130,7 @@ EvalResult evaluate(const EvalShape& shape, const LayerLoader& load, const EvalO
     x.q.data.resize(Hq * N * D);
     x.q.data.shrink_to_fit();
     res.times.load += since(t0);
+    res.times.load_cpu += process_cpu() - c0;
 
     for (auto& m : res.methods) {
       LayerEval le;
@@ -131,6 +140,7 @@ EvalResult evaluate(const EvalShape& shape, const LayerLoader& load, const EvalO
     }
     for (int64_t g = 0; g < Hkv; ++g) {
       t0 = Clock::now();
+      c0 = process_cpu();
       const float* k = &x.k.data[g * TD];
       const float* v = &x.v.data[g * TD];
       const TensorView kview{k, DType::F32, {1, T, D}}, vview{v, DType::F32, {1, T, D}};
@@ -163,8 +173,10 @@ EvalResult evaluate(const EvalShape& shape, const LayerLoader& load, const EvalO
       for (int mi = 0; mi < M; ++mi)
         if (!caches[mi].identical) job.methods.push_back({caches[mi].r.k.data.data(), caches[mi].r.v.data.data()});
       res.times.quantize += since(t0);
+      res.times.quantize_cpu += process_cpu() - c0;
 
       t0 = Clock::now();
+      c0 = process_cpu();
       // The reference runs even when no method needs computing: its ||O|| enters the
       // identical methods' relative error (0 / ||O||).
       detail::GroupResult gr;
@@ -186,6 +198,7 @@ EvalResult evaluate(const EvalShape& shape, const LayerLoader& load, const EvalO
         }
       }
       res.times.attention += since(t0);
+      res.times.attention_cpu += process_cpu() - c0;
     }
     if (opt.progress) opt.progress({layer - res.layers.first + 1, total_layers, since(t_start)});
   }
@@ -197,6 +210,7 @@ EvalResult evaluate(const EvalShape& shape, const LayerLoader& load, const EvalO
       m.attn.merge(le.attn_total());
     }
   res.times.total = since(t_start);
+  res.times.total_cpu = process_cpu() - cpu_start;
   return res;
 }
 

@@ -77,6 +77,9 @@ void write_eval_json(std::ostream& o, const EvalResult& r, const ReportSource& s
   o << "  \"threads\": " << r.threads << ",\n";
   o << "  \"timing_s\": {\"total\": " << detail::json_number(t.total) << ", \"load\": " << detail::json_number(t.load)
     << ", \"quantize\": " << detail::json_number(t.quantize) << ", \"attention\": " << detail::json_number(t.attention)
+    << ", \"cpu\": {\"total\": " << detail::json_number(t.total_cpu) << ", \"load\": " << detail::json_number(t.load_cpu)
+    << ", \"quantize\": " << detail::json_number(t.quantize_cpu)
+    << ", \"attention\": " << detail::json_number(t.attention_cpu) << "}"
     << ", \"attention_cpu\": {\"gemm_qk\": " << detail::json_number(t.cpu.gemm_qk)
     << ", \"gemm_pv\": " << detail::json_number(t.cpu.gemm_pv) << ", \"softmax\": " << detail::json_number(t.cpu.softmax)
     << ", \"metrics\": " << detail::json_number(t.cpu.metrics) << ", \"topk\": " << detail::json_number(t.cpu.topk)

@@ -21,7 +21,8 @@ struct AttentionTiles {
   int64_t key_tile = 128;   // keys per step of the sweep
 };
 
-// CPU seconds spent in each part of the attention kernel, summed over threads.
+// CPU seconds (CLOCK_THREAD_CPUTIME_ID) spent in each part of the attention kernel, summed over
+// threads.
 struct AttentionTimes {
   double gemm_qk = 0;  // logits q K^T and the methods' logit differences q (K - K_hat)^T
   double gemm_pv = 0;  // outputs P V and P_hat V_hat

@@ -70,13 +70,14 @@ struct MethodEval {
   AttnStats attn;
 };
 
-// Wall seconds per phase, and the attention kernel's CPU seconds by part.
+// Wall and process CPU seconds per phase, and the attention kernel's CPU seconds by part.
 struct EvalTimes {
   double load = 0;       // the loader (reading the dump)
   double quantize = 0;   // apply_method, reconstruction errors, K - K_hat
-  double attention = 0;  // the attention kernel with its metrics (wall)
+  double attention = 0;  // the attention kernel with its metrics
   double total = 0;
-  AttentionTimes cpu;    // inside `attention`, summed over threads
+  double load_cpu = 0, quantize_cpu = 0, attention_cpu = 0, total_cpu = 0;  // CPU, all threads
+  AttentionTimes cpu;    // inside `attention`, by part, summed over threads
 };
 
 struct EvalResult {
