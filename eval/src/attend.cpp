@@ -79,7 +79,8 @@ void metric_column(const float* __restrict e, const float* __restrict f, const f
 //          sum P^2 - 2 sum P P_hat + sum P_hat^2 (far apart: the d-form's terms grow as 1 / Zs^2)
 //   KL:    W / Zs + x + log1p(-x) (close: W is second order, x enters squared) or
 //          E_P[delta] + log(Z_hat / Zs) (far apart: x is large and cancels against W)
-RowErrors row_errors(const MethodRows& s, int64_t r, double zs, double p2, const double* o, double Z, int64_t D) {
+RowErrors row_errors(const MethodRows& s, int64_t r, int64_t B, double zs, double p2, const double* o, double Z,
+                     int64_t D) {
   const double zh = s.sum[Zh][r], zd = s.sum[Zd][r], c = -zd / zh;
   const double a = s.sum[A][r], b = s.sum[Bd][r], cc = s.sum[C][r];
   RowErrors e;
@@ -95,10 +96,16 @@ RowErrors row_errors(const MethodRows& s, int64_t r, double zs, double p2, const
   const double k_terms = ka + std::fabs(log_ratio);
   e.kl = w_terms <= k_terms ? s.sum[W][r] / zs + x + log_ratio : s.sum[K][r] / zs + log_ratio;
   for (int64_t d = 0; d < D; ++d) {
-    const double diff = o[d] / Z - s.acc[r * D + d] / zh;
+    const double diff = o[d] / Z - s.acc[d * B + r] / zh;
     e.out_sq += diff * diff;
   }
   return e;
+}
+
+// acc (D x B col-major, rows offset already applied) += O (nb x D col-major), in fp64.
+void add_columns(const float* __restrict O, int64_t nb, int64_t D, double* __restrict acc, int64_t B) {
+  for (int64_t d = 0; d < D; ++d)
+    for (int64_t i = 0; i < nb; ++i) acc[d * B + i] += O[d * nb + i];
 }
 
 // Lap timer: adds the thread's CPU time since the last lap to an AttentionTimes field (CPU, not
@@ -136,6 +143,7 @@ void TileKernel::resize(const TileJob& j) {
   const size_t tile = padded(j.B * j.key_tile), rows = j.B, out = j.B * j.D;
   for (auto* v : {&L_, &X_, &E_, &Eh_}) grow(*v, tile);
   grow(O_, out);
+  grow(o_row_, j.D);
   grow(part_, kSums * rows);
   grow(mrow_, rows), grow(tmax_, rows), grow(z_, rows), grow(z2_, rows), grow(acc_, out);
   if (Dm_.size() < (size_t)j.M) Dm_.resize(j.M), tmax_m_.resize(j.M), mr_.resize(j.M);
@@ -228,7 +236,7 @@ void TileKernel::run(const TileJob& j, TileResult& res, float* out_o, AttentionT
       if (mx > mrow_[r] && mrow_[r] != kNegInf) {
         const double a = std::exp((double)mrow_[r] - (double)mx);
         z_[r] *= a, z2_[r] *= a * a;
-        for (int64_t d = 0; d < D; ++d) acc_[r * D + d] *= a;
+        for (int64_t d = 0; d < D; ++d) acc_[d * B + r] *= a;
       }
       mrow_[r] = mx;
     }
@@ -246,7 +254,7 @@ void TileKernel::run(const TileJob& j, TileResult& res, float* out_o, AttentionT
         if (sx > s.smax[r] && s.smax[r] != kNegInf) {
           const double a = std::exp((double)s.smax[r] - (double)sx), a2 = a * a;
           for (int q = 0; q < kSums; ++q) s.sum[q][r] *= kSquared[q] ? a2 : a;
-          for (int64_t d = 0; d < D; ++d) s.acc[r * D + d] *= a;
+          for (int64_t d = 0; d < D; ++d) s.acc[d * B + r] *= a;
         }
         s.smax[r] = sx;
         s.gap[i] = sx - mrow_[r];                        // S - M >= 0
@@ -271,9 +279,10 @@ void TileKernel::run(const TileJob& j, TileResult& res, float* out_o, AttentionT
     }
     laps.lap(&AttentionTimes::softmax);
 
-    Eigen::Map<RowMatF> Ot(O_.data(), nb, D);
+    // Outputs column-major (nb x D) like the accumulators (D x B): contiguous updates.
+    Eigen::Map<MatF> Ot(O_.data(), nb, D);
     Ot.noalias() = Eigen::Map<const MatF>(E, nb, n) * Eigen::Map<const RowMatF>(j.v + s0 * D, n, D);
-    for (int64_t i = 0; i < nb * D; ++i) acc_[r0 * D + i] += O_[i];
+    add_columns(O_.data(), nb, D, acc_.data() + r0, B);
     laps.lap(&AttentionTimes::gemm_pv);
 
     update_topk(&top_[r0], Lp, nullptr, tmax, nb, n, s0);
@@ -308,7 +317,7 @@ void TileKernel::run(const TileJob& j, TileResult& res, float* out_o, AttentionT
       laps.lap(&AttentionTimes::metrics);
 
       Ot.noalias() = Eigen::Map<const MatF>(Eh, nb, n) * Eigen::Map<const RowMatF>(j.methods[m].v_hat + s0 * D, n, D);
-      for (int64_t i = 0; i < nb * D; ++i) s.acc[r0 * D + i] += O_[i];
+      add_columns(O_.data(), nb, D, s.acc.data() + r0, B);
       laps.lap(&AttentionTimes::gemm_pv);
 
       update_topk(&top_[(1 + m) * B + r0], Lp, dm, tmax_m_[m].data(), nb, n, s0);
@@ -322,7 +331,8 @@ void TileKernel::run(const TileJob& j, TileResult& res, float* out_o, AttentionT
   for (int64_t r = 0; r < B; ++r) {
     const int64_t h = r % j.heads;
     const double Z = z_[r];
-    const double* o = &acc_[r * D];
+    double* o = o_row_.data();
+    for (int64_t d = 0; d < D; ++d) o[d] = acc_[d * B + r];
     double osq = 0;
     for (int64_t d = 0; d < D; ++d) osq += (o[d] / Z) * (o[d] / Z);
     if (out_o)
@@ -333,7 +343,7 @@ void TileKernel::run(const TileJob& j, TileResult& res, float* out_o, AttentionT
       const auto& s = mr_[m];
       const double zs = Z * std::exp((double)mrow_[r] - (double)s.smax[r]);  // Z on S's scale
       const RowErrors e = zs > kFarApart && s.sum[Zh][r] > kFarApart
-                              ? row_errors(s, r, zs, z2_[r] / (Z * Z), o, Z, D)
+                              ? row_errors(s, r, B, zs, z2_[r] / (Z * Z), o, Z, D)
                               : exact_row_errors(j, r, m);  // one set of weights vanishes on the other's scale
       AttnStats& st = res.stats[m][h];
       st.score_sq_err += std::max(0.0, e.score_sq);

@@ -73,7 +73,7 @@ constexpr bool kSquared[kSums] = {false, false, true, true, true, false, true, f
 struct MethodRows {
   std::vector<float> smax, gap, f;  // running scale S; per tile S - M and exp(M - S)
   std::vector<double> sum[kSums];   // per row
-  std::vector<double> acc;          // output accumulator (B x D) on S's scale
+  std::vector<double> acc;          // output accumulator (D x B, column-major) on S's scale
 };
 
 // One row's errors against one method.
@@ -102,7 +102,8 @@ class TileKernel {
   std::vector<AlignedVector<float>> Dm_;      // per method: delta tile
   std::vector<float> mrow_, tmax_;            // the reference's running max M, its tile max
   std::vector<std::vector<float>> tmax_m_;    // tile max of each method's logits
-  std::vector<double> z_, z2_, acc_;          // reference: Z, sum e^2, output accumulator (B x D)
+  std::vector<double> z_, z2_, acc_;          // reference: Z, sum e^2, output accumulator (D x B)
+  std::vector<double> o_row_;                 // one row of acc_ (D)
   std::vector<MethodRows> mr_;
   std::vector<TopK> top_;                     // (1 + M) x B
   std::vector<float> thr_, col_;              // top-k thresholds and one column of logits (B)
