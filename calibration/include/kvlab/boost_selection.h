@@ -1,0 +1,35 @@
+// Which key channels Kitty boosts: the paper's mean magnitude and the alternatives a channel
+// selection study compares it with. (Named boost_selection.h: eval owns kvlab/selection.h.)
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kvlab/tensor.h"
+
+namespace kvlab {
+
+enum class Selector {
+  Magnitude,  // per page, the k channels of largest sum |k| (Kitty's rule, as core ranks them)
+  Random,     // per page, k channels drawn uniformly (seeded)
+  Variance,   // per page, the k channels of largest variance
+  Oracle,     // the k channels of largest measured sensitivity (given per head), every page
+};
+
+const std::vector<std::string>& selector_names();  // magnitude, random, variance, oracle
+const char* to_string(Selector s);
+// Throws std::invalid_argument naming `--selectors` and listing the valid names.
+Selector parse_selector(const std::string& name);
+// "magnitude,random": a comma list without repeats; throws for empty items, repeats, unknown names.
+std::vector<Selector> parse_selectors(const std::string& list);
+
+// Boosted channels for Kitty pages: keys (H, n, D) are the quantized key range of H heads, cut
+// into pages of G tokens (n a multiple of G). Returns k channels per (head, page), row h * P + p,
+// ascending, the form core's quantize(x, spec, boost_channels) takes. oracle_scores holds H * D
+// scores (used by Oracle only; larger = boost first). Ties go to the lower channel. Throws
+// std::invalid_argument for k outside [0, D], G < 1, n not a multiple of G, or a wrong number
+// of oracle scores.
+std::vector<int32_t> select_boost_channels(Selector s, const Tensor& keys, int64_t G, int64_t k, uint64_t seed,
+                                           const std::vector<double>& oracle_scores = {});
+
+}  // namespace kvlab

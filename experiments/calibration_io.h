@@ -1,0 +1,67 @@
+// Shared by `kvlab sensitivity` and `kvlab boost-sweep`: open a dump (or a synthetic one in
+// memory), make eval's layer loader, name the files written next to --out, report progress.
+#pragma once
+#include <unistd.h>
+
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "kvlab/dump.h"
+#include "kvlab/evaluate.h"
+#include "kvlab/kv_text.h"
+#include "kvlab/synthetic_dump.h"
+
+namespace kvlab::cli::calib {
+
+// A path, or `synthetic:PRESET[:tokens=N,layers=N,seed=N]` (as `kvlab eval` takes).
+inline std::unique_ptr<DumpReader> open_source(const std::string& path) {
+  if (path.rfind("synthetic:", 0) != 0) return open_dump(path);
+  const std::string rest = path.substr(std::string("synthetic:").size());
+  const size_t colon = rest.find(':');
+  SyntheticDumpParams p = synthetic_preset(rest.substr(0, colon));
+  if (colon != std::string::npos)
+    for (const auto& [key, v] : text::split_pairs(rest.substr(colon + 1), "synthetic dump '" + path + "'")) {
+      text::choose(key, "synthetic dump key", {"tokens", "layers", "seed"});
+      const int n = text::parse_int(v, key);
+      if (key == "tokens") p.tokens = n;
+      else if (key == "layers") p.layers = n;
+      else p.seed = (uint64_t)n;
+    }
+  return std::make_unique<SyntheticDump>(p);
+}
+
+inline EvalShape shape_of(const DumpInfo& i) {
+  return {i.num_layers, i.num_q_heads, i.num_kv_heads, i.head_dim, i.tokens};
+}
+
+// q and k always; v only when asked (sensitivity needs no values).
+inline LayerLoader loader(const DumpReader& r, bool values) {
+  return [&r, values](int64_t layer) {
+    LayerQKV x;
+    x.q = r.read(layer, Role::q);
+    x.k = r.read(layer, Role::k);
+    if (values) x.v = r.read(layer, Role::v);
+    return x;
+  };
+}
+
+// "out/SENS.csv" + "_heatmap.svg" -> "out/SENS_heatmap.svg"
+inline std::string sibling(const std::string& out, const std::string& suffix) {
+  const size_t dot = out.rfind('.'), slash = out.rfind('/');
+  const bool ext = dot != std::string::npos && (slash == std::string::npos || dot > slash);
+  return (ext ? out.substr(0, dot) : out) + suffix;
+}
+
+inline std::function<void(const EvalProgress&)> progress(const char* name) {
+  const bool tty = isatty(fileno(stderr));
+  return [tty, name](const EvalProgress& p) {
+    const double eta = p.elapsed_s / p.layers_done * (p.layers_total - p.layers_done);
+    std::fprintf(stderr, "%s%s: layer %lld/%lld  elapsed %.1f s  ETA %.1f s%s", tty ? "\r" : "", name,
+                 (long long)p.layers_done, (long long)p.layers_total, p.elapsed_s, eta, tty ? "  " : "\n");
+    if (tty && p.layers_done == p.layers_total) std::fprintf(stderr, "\n");
+    std::fflush(stderr);
+  };
+}
+
+}  // namespace kvlab::cli::calib

@@ -1,0 +1,131 @@
+// kvlab sensitivity [DUMP] [--bits 2] [--group 128] [--sink 32] [--queries all|last:N|stride:N]
+//                   [--layers a-b] [--threads N] [--naive] --out SENS.csv
+// Per (layer, KV head, query head, key channel): the attention-score MSE when only that channel
+// is quantized (kvlab/sensitivity.h). Writes SENS.csv, SENS_ranking.csv (Spearman of magnitude
+// against sensitivity, top-k recall per layer and KV head) and SENS_heatmap.svg.
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "calibration_io.h"
+#include "cmd_eval_output.h"
+#include "common.h"
+#include "kvlab/sensitivity.h"
+#include "kvlab/svg_plot.h"
+
+namespace kvlab::cli {
+namespace {
+
+struct SensArgs {
+  std::string dump, queries = "all", layers, out, params = "fp16";
+  int bits = 2, group = 128, sink = 32, threads = 0;
+  bool naive = false, quiet = false;
+};
+
+std::string csv_num(double v) {
+  if (std::isnan(v)) return "";
+  std::ostringstream os;
+  os.precision(17);
+  os << v;
+  return os.str();
+}
+
+std::string rows_csv(const SensitivityResult& r) {
+  std::ostringstream os;
+  os << "layer,kv_head,q_head,channel,attn_score_mse,mean_abs,max_abs,variance\n";
+  for (const SensitivityRow& x : r.rows)
+    os << x.layer << ',' << x.kv_head << ',' << x.q_head << ',' << x.channel << ',' << csv_num(x.attn_score_mse) << ','
+       << csv_num(x.stats.mean_abs) << ',' << csv_num(x.stats.max_abs) << ',' << csv_num(x.stats.variance) << '\n';
+  return os.str();
+}
+
+std::string ranking_csv(const SensitivityResult& r) {
+  std::ostringstream os;
+  os << "layer,kv_head,spearman";
+  const std::vector<std::string> names{"d16", "d8", "d4"};
+  for (const auto& n : names) os << ",k_" << n << ",recall_" << n;
+  os << '\n';
+  for (const RankingRow& x : r.rankings) {
+    os << x.layer << ',' << x.kv_head << ',' << csv_num(x.spearman);
+    for (size_t i = 0; i < x.ks.size(); ++i) os << ',' << x.ks[i] << ',' << csv_num(x.recall[i]);
+    os << '\n';
+  }
+  return os.str();
+}
+
+// Rows (layer, KV head), sensitivity averaged over the KV head's query heads.
+std::string heatmap(const SensitivityResult& r, const std::string& source) {
+  Heatmap h;
+  const int64_t D = r.shape.head_dim, per = r.shape.num_q_heads / r.shape.num_kv_heads;
+  h.cols = D;
+  for (const SensitivityRow& x : r.rows) {
+    if (x.channel == 0 && x.q_head % per == 0) {
+      h.row_labels.push_back("L" + std::to_string(x.layer) + " H" + std::to_string(x.kv_head));
+      h.values.resize(h.values.size() + D, 0.0);
+    }
+    h.values[h.values.size() - D + x.channel] += x.attn_score_mse / (double)per;
+  }
+  h.title = "Key-channel sensitivity: " + source;
+  h.x_label = "key channel (only this one quantized)";
+  h.y_label = "layer, KV head";
+  h.value_label = "score MSE";
+  return heatmap_svg(h);
+}
+
+void run(const SensArgs& a) {
+  if (a.out.empty()) throw std::invalid_argument("--out: give the CSV path (pictures are written next to it)");
+  SensitivityOptions o;
+  o.bits = a.bits, o.group = a.group, o.sink = a.sink, o.threads = a.threads, o.naive = a.naive;
+  o.params = a.params == "fp32" ? ParamType::F32 : ParamType::F16;
+  o.queries = parse_queries(a.queries);
+  if (!a.layers.empty()) o.layers = parse_layers(a.layers);
+  if (!a.quiet) o.progress = calib::progress("sensitivity");
+  const std::string path = a.dump.empty() ? default_dump_path() : a.dump;
+  const auto reader = calib::open_source(path);
+  const SensitivityResult r = channel_sensitivity(calib::shape_of(reader->info()), calib::loader(*reader, false), o);
+  write_file_atomically(a.out, rows_csv(r));
+  write_file_atomically(calib::sibling(a.out, "_ranking.csv"), ranking_csv(r));
+  write_file_atomically(calib::sibling(a.out, "_heatmap.svg"), heatmap(r, reader->path()));
+
+  std::vector<std::vector<std::string>> table{{"layer", "kv_head", "spearman", "k", "recall"}};
+  for (const RankingRow& x : r.rankings) {
+    std::string ks, rec;
+    for (size_t i = 0; i < x.ks.size(); ++i) {
+      ks += (i ? "/" : "") + std::to_string(x.ks[i]);
+      rec += (i ? "/" : "") + (std::isnan(x.recall[i]) ? std::string("-") : fixed(x.recall[i], 2));
+    }
+    table.push_back({std::to_string(x.layer), std::to_string(x.kv_head),
+                     std::isnan(x.spearman) ? "-" : fixed(x.spearman, 3), ks, rec});
+  }
+  print_table(table);
+  std::printf("%s: %lld layers x %lld query heads x %lld channels, %lld queries, keys %lld..%lld quantized; "
+              "%.2f s (%.2f s reading)%s\nwrote %s, %s, %s\n",
+              reader->path().c_str(), (long long)(r.layers.last - r.layers.first + 1), (long long)r.shape.num_q_heads,
+              (long long)r.shape.head_dim, (long long)r.num_queries, (long long)r.key_begin, (long long)r.key_end - 1,
+              r.seconds, r.load_seconds, a.naive ? " [naive path]" : "", a.out.c_str(),
+              calib::sibling(a.out, "_ranking.csv").c_str(), calib::sibling(a.out, "_heatmap.svg").c_str());
+}
+
+}  // namespace
+
+static void add_sensitivity(CLI::App& app) {
+  auto a = std::make_shared<SensArgs>();
+  auto* c = app.add_subcommand("sensitivity", "Attention-score error of quantizing each key channel alone; "
+                                              "how well magnitude ranks it (CSV + SVG heatmap)");
+  c->add_option("dump", a->dump, "dump file (default: the built-in dump); or synthetic:PRESET[:tokens=N,layers=N,seed=N]");
+  c->add_option("--bits", a->bits, "code bits of the quantized channel")->capture_default_str();
+  c->add_option("--group", a->group, "tokens per channel group")->capture_default_str();
+  c->add_option("--sink", a->sink, "leading tokens kept exact")->capture_default_str();
+  c->add_option("--params", a->params, "scale/zero storage")->check(CLI::IsMember({"fp16", "fp32"}))->capture_default_str();
+  c->add_option("--queries", a->queries, "query positions: all, last:N or stride:N")->capture_default_str();
+  c->add_option("--layers", a->layers, "layers a-b (inclusive) or a; default all");
+  c->add_option("--threads", a->threads, "OpenMP threads (0: OMP_NUM_THREADS or all cores)")->capture_default_str();
+  c->add_flag("--naive", a->naive, "recompute every logit per channel (the reference; about D times slower)");
+  c->add_option("--out", a->out, "SENS.csv; SENS_ranking.csv and SENS_heatmap.svg go next to it")->required();
+  c->add_flag("--quiet", a->quiet, "no progress on stderr");
+  c->callback([a] { run(*a); });
+}
+
+KVLAB_COMMAND(60, add_sensitivity);
+
+}  // namespace kvlab::cli
