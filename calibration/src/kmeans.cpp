@@ -132,7 +132,7 @@ struct Stepper {
     std::fill(count.begin(), count.end(), 0);
     for (int64_t i = 0; i < n; ++i) ++count[assign[i]];
     std::vector<double> mass(k, 0.0);
-#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && k >= 256)
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && nchunks * k * (d + 1) >= (1 << 18))
     for (int64_t ci = 0; ci < k; ++ci) {
       double s[1024];
       std::vector<double> big;

@@ -122,7 +122,9 @@ void assign_nearest(const float* x, int64_t n, const CentroidPack& pk, int32_t* 
   constexpr int64_t kBlock = 256;  // points per task: fixed, so the split never depends on threads
   const int64_t nb = (n + kBlock - 1) / kBlock;
   const int nt = threads > 0 ? threads : omp_get_max_threads();
-#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && nb > 1)
+  // Small jobs stay on one thread: on a busy machine a barrier can cost a whole time slice.
+  const bool par = nt > 1 && nb > 1 && (double)n * pk.blocks * kLanes * pk.d >= (1 << 22);
+#pragma omp parallel for schedule(static) num_threads(nt) if (par)
   for (int64_t b = 0; b < nb; ++b) {
     const int64_t i0 = b * kBlock, m = std::min(kBlock, n - i0);
     fn(x + i0 * pk.d, m, pk, assign + i0);

@@ -32,7 +32,7 @@ double dist2(const float* a, const float* b, int64_t d) {
 
 // min_dist[i] = min(min_dist[i], ||x_i - c||^2) for every point, in parallel (per point: exact).
 void update_min(const float* x, int64_t n, int64_t d, const float* c, std::vector<double>& min_dist, int nt) {
-#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && n > 4096)
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && n * d >= (1 << 20))
   for (int64_t i = 0; i < n; ++i) min_dist[i] = std::min(min_dist[i], dist2(x + i * d, c, d));
 }
 
@@ -42,7 +42,7 @@ constexpr int64_t kChunk = 4096;  // fixed: chunk sums do not depend on the thre
 int64_t draw(const std::vector<double>& mass, std::mt19937_64& rng, int nt) {
   const int64_t n = mass.size(), nc = (n + kChunk - 1) / kChunk;
   std::vector<double> chunk(nc, 0.0);
-#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && nc > 1)
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && n >= (1 << 20))
   for (int64_t c = 0; c < nc; ++c) {
     double s = 0;
     for (int64_t i = c * kChunk; i < std::min(n, (c + 1) * kChunk); ++i) s += mass[i];
