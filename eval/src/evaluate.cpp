@@ -96,6 +96,17 @@ EvalResult evaluate(const EvalShape& shape, const LayerLoader& load, const EvalO
   for (const auto& name : names) {
     MethodEval m;
     m.name = name;
+    std::string args;
+    if (const CustomMethodFactory* f = find_method_family(name, &args)) {
+      try {
+        m.custom = std::make_shared<const CustomMethod>((*f)(args, shape));
+      } catch (const std::invalid_argument& e) {
+        throw std::invalid_argument("--methods '" + name + "': " + e.what());
+      }
+      m.spec = m.custom->spec, m.bits = m.custom->bits, m.schedule = m.custom->schedule;
+      res.methods.push_back(std::move(m));
+      continue;
+    }
     try {
       m.method = parse_method(name);
     } catch (const std::invalid_argument& e) {
@@ -153,7 +164,7 @@ EvalResult evaluate(const EvalShape& shape, const LayerLoader& load, const EvalO
         try {
           MethodEval& m = res.methods[mi];
           HeadCache& c = caches[mi];
-          c.r = apply_method(m.method, kview, vview);
+          c.r = m.custom ? m.custom->apply(layer, g, kview, vview) : apply_method(m.method, kview, vview);
           float* kh = c.r.k.data.data();
           const float* vh = c.r.v.data.data();
           LayerEval& le = m.layers.back();

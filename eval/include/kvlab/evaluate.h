@@ -13,11 +13,13 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "kvlab/attention.h"
 #include "kvlab/method.h"
+#include "kvlab/method_registry.h"
 #include "kvlab/metrics.h"
 #include "kvlab/selection.h"
 #include "kvlab/tensor.h"
@@ -65,6 +67,7 @@ struct MethodEval {
   MethodSpec method;
   Bits bits;          // bits per element of a T-token cache, from core's accounting
   Schedule schedule;  // quantized token ranges after T tokens
+  std::shared_ptr<const CustomMethod> custom;  // set for registered families (method_registry.h)
   std::vector<LayerEval> layers;
   ReconStats key, value;  // over all evaluated layers and heads
   AttnStats attn;

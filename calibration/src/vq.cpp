@@ -1,0 +1,121 @@
+#include "kvlab/vq.h"
+
+#include <cstdio>
+#include <regex>
+#include <stdexcept>
+
+#include "kvlab/pack.h"
+
+namespace kvlab {
+
+VQSpec parse_vq_spec(const std::string& text) {
+  static const std::regex cq(R"(CQ-(\d+)c(\d+)b)"), vq(R"(VQ<?(\d+),(\d+),(\d+)>?)");
+  std::smatch m;
+  VQSpec s;
+  if (std::regex_match(text, m, cq)) s = {std::stoi(m[1]), std::stoi(m[2]), 1};
+  else if (std::regex_match(text, m, vq)) s = {std::stoi(m[1]), std::stoi(m[2]), std::stoi(m[3])};
+  else
+    throw std::invalid_argument("vq spec '" + text + "': expected CQ-<c>c<b>b (e.g. CQ-4c8b) or VQ<v,b,r> (e.g. VQ<4,8,1>)");
+  if (s.vec < 1 || s.vec > 4096) throw std::invalid_argument("vq spec '" + text + "': vector size must be 1..4096");
+  if (s.bits < 1 || s.bits > 8) throw std::invalid_argument("vq spec '" + text + "': index bits must be 1..8");
+  if (s.stages < 1 || s.stages > 8) throw std::invalid_argument("vq spec '" + text + "': residual stages must be 1..8");
+  return s;
+}
+
+std::string to_string(const VQSpec& s) {
+  if (s.stages == 1) return "CQ-" + std::to_string(s.vec) + "c" + std::to_string(s.bits) + "b";
+  return "VQ<" + std::to_string(s.vec) + "," + std::to_string(s.bits) + "," + std::to_string(s.stages) + ">";
+}
+
+void check_vq_fits(const VQSpec& s, int64_t head_dim) {
+  if (head_dim % s.vec != 0)
+    throw std::invalid_argument("vq spec " + to_string(s) + ": vector size " + std::to_string(s.vec) +
+                                " does not divide head_dim " + std::to_string(head_dim));
+}
+
+double vq_code_bits(const VQSpec& s) { return (double)s.bits * s.stages / s.vec; }
+
+double vq_bits_per_element(const VQSpec& s, int64_t tokens, int64_t head_dim) {
+  const double book_bits = 16.0 * s.stages * (head_dim / s.vec) * s.entries() * s.vec;
+  return vq_code_bits(s) + book_bits / ((double)tokens * head_dim);
+}
+
+VQCodebooks vq_train(const float* x, int64_t T, int64_t D, const VQSpec& spec, const KMeansParams& params) {
+  check_vq_fits(spec, D);
+  if (spec.entries() > T)
+    throw std::invalid_argument("vq_train: " + std::to_string(spec.entries()) + " entries (2^" + std::to_string(spec.bits) +
+                                ") but only " + std::to_string(T) + " tokens to train on");
+  VQCodebooks cb;
+  cb.spec = spec, cb.head_dim = D;
+  const int64_t G = cb.groups(), v = spec.vec, K = spec.entries();
+  cb.data.assign((int64_t)spec.stages * G * K * v, 0.0f);
+  std::vector<float> resid(x, x + T * D);
+  std::vector<std::vector<float>> sub(G, std::vector<float>(T * v));
+  KMeansParams p = params;
+  p.k = K;
+  for (int s = 0; s < spec.stages; ++s) {
+    std::vector<KMeansProblem> probs(G);
+    for (int64_t g = 0; g < G; ++g) {
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t j = 0; j < v; ++j) sub[g][t * v + j] = resid[t * D + g * v + j];
+      probs[g] = {sub[g].data(), T, v, nullptr, nullptr};
+    }
+    const auto res = kmeans_batch(probs, p);
+    for (int64_t g = 0; g < G; ++g) {
+      std::copy(res[g].centroids.begin(), res[g].centroids.end(), cb.book(s, g));
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t j = 0; j < v; ++j) resid[t * D + g * v + j] -= res[g].centroids[res[g].assign[t] * v + j];
+    }
+  }
+  return cb;
+}
+
+std::vector<uint8_t> vq_encode(const VQCodebooks& cb, const float* x, int64_t T, int threads) {
+  const int64_t D = cb.head_dim, G = cb.groups(), v = cb.spec.vec, R = cb.spec.stages;
+  std::vector<uint8_t> codes(T * R * G);
+  std::vector<float> resid(x, x + T * D), sub(T * v);
+  std::vector<int32_t> a(T);
+  for (int s = 0; s < R; ++s)
+    for (int64_t g = 0; g < G; ++g) {
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t j = 0; j < v; ++j) sub[t * v + j] = resid[t * D + g * v + j];
+      const float* book = cb.book(s, g);
+      kmeans_assign(sub.data(), T, v, book, cb.spec.entries(), a.data(), nullptr, threads);
+      for (int64_t t = 0; t < T; ++t) {
+        codes[(t * R + s) * G + g] = (uint8_t)a[t];
+        for (int64_t j = 0; j < v; ++j) resid[t * D + g * v + j] -= book[a[t] * v + j];
+      }
+    }
+  return codes;
+}
+
+std::vector<float> vq_decode(const VQCodebooks& cb, const uint8_t* codes, int64_t T) {
+  const int64_t D = cb.head_dim, G = cb.groups(), v = cb.spec.vec, R = cb.spec.stages;
+  std::vector<float> out(T * D, 0.0f);
+  // Stages added in order, the same order vq_encode subtracted them.
+  for (int64_t t = 0; t < T; ++t)
+    for (int s = 0; s < R; ++s)
+      for (int64_t g = 0; g < G; ++g) {
+        const float* e = cb.book(s, g) + (int64_t)codes[(t * R + s) * G + g] * v;
+        for (int64_t j = 0; j < v; ++j) out[t * D + g * v + j] += e[j];
+      }
+  return out;
+}
+
+std::vector<uint8_t> vq_pack(const VQCodebooks& cb, const std::vector<uint8_t>& codes, int64_t T) {
+  const int64_t per = (int64_t)cb.spec.stages * cb.groups(), row = packed_bytes(per, cb.spec.bits);
+  if ((int64_t)codes.size() != T * per) throw std::invalid_argument("vq_pack: codes do not match T x stages x groups");
+  std::vector<uint8_t> out(T * row, 0);
+  for (int64_t t = 0; t < T; ++t) pack_row(&codes[t * per], per, cb.spec.bits, &out[t * row]);
+  return out;
+}
+
+std::vector<uint8_t> vq_unpack(const VQCodebooks& cb, const std::vector<uint8_t>& packed, int64_t T) {
+  const int64_t per = (int64_t)cb.spec.stages * cb.groups(), row = packed_bytes(per, cb.spec.bits);
+  if ((int64_t)packed.size() != T * row) throw std::invalid_argument("vq_unpack: packed bytes do not match T rows");
+  std::vector<uint8_t> codes(T * per);
+  for (int64_t t = 0; t < T; ++t) unpack_row(&packed[t * row], per, cb.spec.bits, &codes[t * per]);
+  return codes;
+}
+
+}  // namespace kvlab

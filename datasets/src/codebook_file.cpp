@@ -1,0 +1,153 @@
+#include "kvlab/codebook_file.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <stdexcept>
+
+#include "h5_util.h"
+
+namespace kvlab {
+
+using h5::Id;
+
+int64_t CodebookFile::role_index(const std::string& role) const {
+  for (size_t i = 0; i < roles.size(); ++i)
+    if (roles[i] == role) return i;
+  return -1;
+}
+
+namespace {
+
+constexpr const char* kFormat = "kvlab-vq-codebooks";
+
+void write_dataset(hid_t file, const std::string& name, hid_t mem_type, hid_t file_type,
+                   const std::vector<int64_t>& shape, const void* data, const std::string& where) {
+  std::vector<hsize_t> dims(shape.begin(), shape.end());
+  Id space(H5Screate_simple(dims.size(), dims.data(), nullptr));
+  Id lcpl(H5Pcreate(H5P_LINK_CREATE));
+  H5Pset_create_intermediate_group(lcpl.get(), 1);
+  Id ds(H5Dcreate2(file, name.c_str(), file_type, space.get(), lcpl.get(), H5P_DEFAULT, H5P_DEFAULT));
+  if (!ds.valid() || H5Dwrite(ds.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
+    throw std::runtime_error(where + ": cannot write dataset " + name);
+}
+
+template <class T>
+std::vector<T> read_dataset(hid_t file, const std::string& name, hid_t mem_type, const std::vector<int64_t>& want,
+                            const std::string& where) {
+  if (!h5::link_exists(file, name)) throw std::runtime_error(where + ": dataset /" + name + " is missing");
+  Id ds(H5Dopen2(file, name.c_str(), H5P_DEFAULT));
+  Id space(H5Dget_space(ds.get()));
+  const int rank = H5Sget_simple_extent_ndims(space.get());
+  std::vector<hsize_t> dims(rank > 0 ? rank : 0);
+  if (rank > 0) H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+  if (std::vector<int64_t>(dims.begin(), dims.end()) != want) {
+    std::string w, g;
+    for (auto v : want) w += std::to_string(v) + ",";
+    for (auto v : dims) g += std::to_string(v) + ",";
+    throw std::runtime_error(where + ": dataset /" + name + " has shape (" + g + ") but the attributes say (" + w + ")");
+  }
+  int64_t n = 1;
+  for (auto v : want) n *= v;
+  std::vector<T> out(n);
+  if (H5Dread(ds.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()) < 0)
+    throw std::runtime_error(where + ": cannot read dataset /" + name);
+  return out;
+}
+
+}  // namespace
+
+void write_codebook_file(const std::string& path, const CodebookFile& f) {
+  h5::silence_errors();
+  const std::string tmp = path + ".tmp." + std::to_string(getpid());
+  const std::string where = "'" + path + "'";
+  try {
+    Id file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
+    if (!file.valid()) throw std::runtime_error("cannot create " + where);
+    const hid_t r = file.get();
+    h5::write_attr(r, "format", std::string(kFormat));
+    h5::write_attr(r, "version", (int64_t)1);
+    h5::write_attr(r, "spec", f.spec);
+    h5::write_attr(r, "vec", f.vec);
+    h5::write_attr(r, "bits", f.bits);
+    h5::write_attr(r, "stages", f.stages);
+    h5::write_attr(r, "first_layer", f.first_layer);
+    h5::write_attr(r, "num_layers", f.num_layers);
+    h5::write_attr(r, "num_kv_heads", f.num_kv_heads);
+    h5::write_attr(r, "head_dim", f.head_dim);
+    h5::write_attr(r, "tokens", f.tokens);
+    h5::write_attr(r, "model", f.model);
+    h5::write_attr(r, "source", f.source);
+    h5::write_attr(r, "reordered", (int64_t)f.reordered);
+    std::string roles;
+    for (const auto& s : f.roles) roles += (roles.empty() ? "" : ",") + s;
+    h5::write_attr(r, "roles", roles);
+    const int64_t K = (int64_t)1 << f.bits;
+    for (size_t i = 0; i < f.roles.size(); ++i) {
+      write_dataset(r, f.roles[i] + "/codebooks", H5T_NATIVE_FLOAT, H5T_IEEE_F32LE,
+                    {f.num_layers, f.num_kv_heads, f.stages, f.groups(), K, f.vec}, f.books[i].data(), where);
+      if (i < f.usage.size() && !f.usage[i].empty())
+        write_dataset(r, f.roles[i] + "/usage", H5T_NATIVE_INT64, H5T_STD_I64LE,
+                      {f.num_layers, f.num_kv_heads, f.stages, f.groups(), K}, f.usage[i].data(), where);
+    }
+    if (H5Fflush(r, H5F_SCOPE_GLOBAL) < 0) throw std::runtime_error("cannot flush " + where);
+  } catch (...) {
+    std::remove(tmp.c_str());
+    throw;
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw std::runtime_error("cannot finish writing " + where);
+  }
+}
+
+CodebookFile read_codebook_file(const std::string& path) {
+  h5::silence_errors();
+  const std::string where = "codebook file '" + path + "'";
+  if (access(path.c_str(), R_OK) != 0) throw std::runtime_error(where + ": cannot open");
+  if (H5Fis_hdf5(path.c_str()) <= 0) throw std::runtime_error(where + ": not an HDF5 file");
+  Id file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+  if (!file.valid()) throw std::runtime_error(where + ": cannot open");
+  const hid_t r = file.get();
+  if (h5::read_string_attr(r, "format", where).value_or("") != kFormat)
+    throw std::runtime_error(where + ": not a kvlab VQ codebook file (attribute format != " + kFormat + ")");
+  auto need = [&](const char* name) {
+    auto v = h5::read_int_attr(r, name, where);
+    if (!v) throw std::runtime_error(where + ": attribute " + name + " is missing");
+    return *v;
+  };
+  CodebookFile f;
+  f.spec = h5::read_string_attr(r, "spec", where).value_or("");
+  f.vec = need("vec"), f.bits = need("bits"), f.stages = need("stages");
+  f.num_layers = need("num_layers"), f.num_kv_heads = need("num_kv_heads"), f.head_dim = need("head_dim");
+  f.tokens = need("tokens");
+  f.first_layer = need("first_layer");
+  f.reordered = need("reordered") != 0;
+  f.model = h5::read_string_attr(r, "model", where).value_or("");
+  f.source = h5::read_string_attr(r, "source", where).value_or("");
+  if (f.vec < 1 || f.bits < 1 || f.bits > 8 || f.stages < 1 || f.head_dim % f.vec != 0 || f.num_layers < 1 ||
+      f.num_kv_heads < 1)
+    throw std::runtime_error(where + ": inconsistent attributes (vec " + std::to_string(f.vec) + ", bits " +
+                             std::to_string(f.bits) + ", stages " + std::to_string(f.stages) + ", head_dim " +
+                             std::to_string(f.head_dim) + ")");
+  const std::string roles = h5::read_string_attr(r, "roles", where).value_or("");
+  for (size_t a = 0; a < roles.size();) {
+    size_t b = roles.find(',', a);
+    if (b == std::string::npos) b = roles.size();
+    f.roles.push_back(roles.substr(a, b - a));
+    a = b + 1;
+  }
+  if (f.roles.empty()) throw std::runtime_error(where + ": attribute roles is empty");
+  const int64_t K = (int64_t)1 << f.bits;
+  for (const auto& role : f.roles) {
+    f.books.push_back(read_dataset<float>(r, role + "/codebooks", H5T_NATIVE_FLOAT,
+                                          {f.num_layers, f.num_kv_heads, f.stages, f.groups(), K, f.vec}, where));
+    f.usage.push_back(h5::link_exists(r, role + "/usage")
+                          ? read_dataset<int64_t>(r, role + "/usage", H5T_NATIVE_INT64,
+                                                  {f.num_layers, f.num_kv_heads, f.stages, f.groups(), K}, where)
+                          : std::vector<int64_t>{});
+  }
+  return f;
+}
+
+}  // namespace kvlab

@@ -1,0 +1,174 @@
+// kvlab vq train [DUMP] --spec CQ-4c8b [--role k|v|kv] [--iters 20] [--init kmeans++] [--seed 0]
+//                [--layers a-b] --out CB.h5
+// kvlab vq reorder CB.h5 [--dump DUMP] --reg-bytes N --smem-bytes M [--out CB2.h5]
+#include <chrono>
+#include <cstdio>
+#include <stdexcept>
+
+#include "common.h"
+#include "kvlab/codebook_file.h"
+#include "kvlab/dump.h"
+#include "kvlab/selection.h"
+#include "kvlab/vq.h"
+#include "kvlab/vq_reorder.h"
+
+namespace kvlab::cli {
+namespace {
+
+std::vector<Role> parse_roles(const std::string& r) {
+  if (r == "k") return {Role::k};
+  if (r == "v") return {Role::v};
+  if (r == "kv") return {Role::k, Role::v};
+  throw std::invalid_argument("--role '" + r + "': expected k, v or kv");
+}
+
+VQCodebooks head_books(const CodebookFile& f, int64_t role, int64_t layer, int64_t head) {
+  VQCodebooks cb;
+  cb.spec = parse_vq_spec(f.spec);
+  cb.head_dim = f.head_dim;
+  const int64_t n = f.book_floats(), at = ((layer - f.first_layer) * f.num_kv_heads + head) * n;
+  cb.data.assign(f.books[role].begin() + at, f.books[role].begin() + at + n);
+  return cb;
+}
+
+struct TrainArgs {
+  std::string dump, spec = "CQ-4c8b", role = "kv", init = "kmeans++", layers, out;
+  int iters = 20, threads = 0;
+  uint64_t seed = 0;
+};
+
+void train(const TrainArgs& a) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string path = a.dump.empty() ? default_dump_path() : a.dump;
+  auto reader = open_dump(path);
+  const DumpInfo& info = reader->info();
+  const VQSpec spec = parse_vq_spec(a.spec);
+  check_vq_fits(spec, info.head_dim);
+  const LayerRange lr = resolve_layers(a.layers.empty() ? LayerRange{} : parse_layers(a.layers), info.num_layers);
+  KMeansParams p;
+  p.iters = a.iters, p.init = parse_kmeans_init(a.init), p.seed = a.seed, p.threads = a.threads;
+
+  CodebookFile f;
+  f.spec = to_string(spec), f.vec = spec.vec, f.bits = spec.bits, f.stages = spec.stages;
+  f.first_layer = lr.first, f.num_layers = lr.last - lr.first + 1;
+  f.num_kv_heads = info.num_kv_heads, f.head_dim = info.head_dim, f.tokens = info.tokens;
+  f.model = info.model;
+  f.source = "kvlab vq train " + path + " --spec " + f.spec + " --role " + a.role + " --iters " +
+             std::to_string(a.iters) + " --init " + a.init + " --seed " + std::to_string(a.seed);
+  const int64_t T = info.tokens, D = info.head_dim;
+  double sq = 0, ref = 0;
+  for (Role role : parse_roles(a.role)) {
+    f.roles.push_back(role_name(role));
+    std::vector<float> books;
+    for (int64_t l = lr.first; l <= lr.last; ++l) {
+      const Tensor x = reader->read(l, role);
+      for (int64_t h = 0; h < info.num_kv_heads; ++h) {
+        const float* xh = &x.data[h * T * D];
+        const VQCodebooks cb = vq_train(xh, T, D, spec, p);
+        books.insert(books.end(), cb.data.begin(), cb.data.end());
+        const auto xhat = vq_decode(cb, vq_encode(cb, xh, T, a.threads).data(), T);
+        for (int64_t i = 0; i < T * D; ++i) sq += (double)(xh[i] - xhat[i]) * (xh[i] - xhat[i]), ref += (double)xh[i] * xh[i];
+      }
+    }
+    f.books.push_back(std::move(books));
+    f.usage.emplace_back();
+  }
+  write_codebook_file(a.out, f);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("%s: %s, roles %s, layers %lld-%lld, %lld kv heads, %lld groups x %d stage(s) of %lld entries: "
+              "relative squared error %.6g, %.4f code bits/element (%.4f with codebooks), %.2f s -> %s\n",
+              path.c_str(), f.spec.c_str(), a.role.c_str(), (long long)lr.first, (long long)lr.last,
+              (long long)f.num_kv_heads, (long long)f.groups(), spec.stages, (long long)spec.entries(),
+              ref > 0 ? sq / ref : 0.0, vq_code_bits(spec), vq_bits_per_element(spec, T, D), secs, a.out.c_str());
+}
+
+struct ReorderArgs {
+  std::string file, dump, out;
+  int64_t reg_bytes = 0, smem_bytes = 0;
+};
+
+void reorder(const ReorderArgs& a) {
+  CodebookFile f = read_codebook_file(a.file);
+  const std::string path = a.dump.empty() ? default_dump_path() : a.dump;
+  auto reader = open_dump(path);
+  const DumpInfo& info = reader->info();
+  if (info.head_dim != f.head_dim || info.num_kv_heads != f.num_kv_heads ||
+      info.num_layers < f.first_layer + f.num_layers)
+    throw std::invalid_argument("codebook file '" + a.file + "' (head_dim " + std::to_string(f.head_dim) + ", " +
+                                std::to_string(f.num_kv_heads) + " kv heads, layers " + std::to_string(f.first_layer) +
+                                "-" + std::to_string(f.first_layer + f.num_layers - 1) + ") does not match dump '" +
+                                path + "' (head_dim " + std::to_string(info.head_dim) + ", " +
+                                std::to_string(info.num_kv_heads) + " kv heads, " + std::to_string(info.num_layers) +
+                                " layers)");
+  const VQSpec spec = parse_vq_spec(f.spec);
+  const int64_t T = info.tokens, D = info.head_dim, K = spec.entries();
+  const int64_t entry_bytes = 2 * spec.vec;  // fp16 entries in a kernel's cache
+  std::vector<std::vector<std::string>> rows = {
+      {"role", "codebooks", "hot (mean)", "n_reg", "n_shared", "reg share", "shared share", "global share", "top-16 cov"}};
+  for (size_t ri = 0; ri < f.roles.size(); ++ri) {
+    const Role role = parse_role(f.roles[ri]);
+    std::vector<int64_t> all_usage;
+    double hot = 0, s_reg = 0, s_sh = 0, s_gl = 0, top16 = 0;
+    int64_t books = 0, n_reg = 0, n_sh = 0;
+    for (int64_t l = f.first_layer; l < f.first_layer + f.num_layers; ++l) {
+      const Tensor x = reader->read(l, role);
+      for (int64_t h = 0; h < f.num_kv_heads; ++h) {
+        VQCodebooks cb = head_books(f, ri, l, h);
+        std::vector<uint8_t> codes = vq_encode(cb, &x.data[h * T * D], T);
+        std::vector<int64_t> u = vq_usage(cb, codes.data(), T);
+        vq_reorder(cb, u, codes.data(), T);
+        const int64_t at = ((l - f.first_layer) * f.num_kv_heads + h) * f.book_floats();
+        std::copy(cb.data.begin(), cb.data.end(), f.books[ri].begin() + at);
+        all_usage.insert(all_usage.end(), u.begin(), u.end());
+        for (int64_t b = 0; b < (int64_t)u.size() / K; ++b) {
+          const CacheLevels c = cache_levels(&u[b * K], K, entry_bytes, a.reg_bytes, a.smem_bytes);
+          hot += c.hot, s_reg += c.share_reg, s_sh += c.share_shared, s_gl += c.share_global;
+          top16 += c.coverage[std::min<int64_t>(15, K - 1)];
+          n_reg = c.n_reg, n_sh = c.n_shared, ++books;
+        }
+      }
+    }
+    f.usage[ri] = std::move(all_usage);
+    rows.push_back({f.roles[ri], std::to_string(books), fixed(hot / books, 2), std::to_string(n_reg), std::to_string(n_sh),
+                    fixed(s_reg / books, 4), fixed(s_sh / books, 4), fixed(s_gl / books, 4), fixed(top16 / books, 4)});
+  }
+  f.reordered = true;
+  const std::string out = a.out.empty() ? a.file : a.out;
+  write_codebook_file(out, f);
+  std::printf("%s on %s: %s, %lld-byte entries (fp16), budgets per codebook: registers %lld B, shared %lld B; "
+              "shares are means over codebooks -> %s\n",
+              a.file.c_str(), path.c_str(), f.spec.c_str(), (long long)entry_bytes, (long long)a.reg_bytes,
+              (long long)a.smem_bytes, out.c_str());
+  print_table(rows);
+}
+
+}  // namespace
+
+static void add_vq(CLI::App& app) {
+  auto* vq = app.add_subcommand("vq", "VQ codebooks for KV caches: train, reorder by frequency");
+  vq->require_subcommand(1);
+  auto t = std::make_shared<TrainArgs>();
+  auto* c = vq->add_subcommand("train", "Train one codebook per (layer, KV head, role, channel group, stage)");
+  c->add_option("dump", t->dump, "KV dump (default: the shipped stories260K dump)");
+  c->add_option("--spec", t->spec, "CQ-<c>c<b>b or VQ<v,b,r>")->capture_default_str();
+  c->add_option("--role", t->role, "k, v or kv")->capture_default_str();
+  c->add_option("--iters", t->iters, "k-means iterations")->capture_default_str();
+  c->add_option("--init", t->init, "random, kmeans++ or farthest")->capture_default_str();
+  c->add_option("--seed", t->seed, "k-means seed")->capture_default_str();
+  c->add_option("--layers", t->layers, "layers a-b (inclusive) or a; default all");
+  c->add_option("--threads", t->threads, "OpenMP threads (0: default)")->capture_default_str();
+  c->add_option("--out", t->out, "codebook file (.h5, docs/FORMATS.md)")->required();
+  c->callback([t] { train(*t); });
+  auto r = std::make_shared<ReorderArgs>();
+  auto* o = vq->add_subcommand("reorder", "Sort codebook entries by use on a dump; report hot entries and cache levels");
+  o->add_option("codebooks", r->file, "codebook file from kvlab vq train")->required();
+  o->add_option("--dump", r->dump, "dump to count uses on (default: the shipped dump)");
+  o->add_option("--reg-bytes", r->reg_bytes, "register budget per codebook, bytes")->required();
+  o->add_option("--smem-bytes", r->smem_bytes, "shared-memory budget per codebook, bytes")->required();
+  o->add_option("--out", r->out, "output file (default: rewrite the input)");
+  o->callback([r] { reorder(*r); });
+}
+
+KVLAB_COMMAND(62, add_vq);
+
+}  // namespace kvlab::cli
