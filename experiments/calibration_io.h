@@ -31,6 +31,12 @@ inline std::unique_ptr<DumpReader> open_source(const std::string& path) {
   return std::make_unique<SyntheticDump>(p);
 }
 
+// "/a/b/stories260K.h5" -> "stories260K.h5", for chart titles.
+inline std::string base_name(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
 inline EvalShape shape_of(const DumpInfo& i) {
   return {i.num_layers, i.num_q_heads, i.num_kv_heads, i.head_dim, i.tokens};
 }

@@ -108,8 +108,8 @@ void run(const SweepArgs& a) {
   const SweepResult r = boost_sweep(calib::shape_of(reader->info()), calib::loader(*reader, true), o);
   write_file_atomically(a.out, rows_csv(r));
   write_file_atomically(calib::sibling(a.out, "_summary.csv"), summary_csv(r));
-  write_file_atomically(calib::sibling(a.out, "_score_mse.svg"), chart(r, rates, false, reader->path()));
-  write_file_atomically(calib::sibling(a.out, "_output_err.svg"), chart(r, rates, true, reader->path()));
+  write_file_atomically(calib::sibling(a.out, "_score_mse.svg"), chart(r, rates, false, calib::base_name(reader->path())));
+  write_file_atomically(calib::sibling(a.out, "_output_err.svg"), chart(r, rates, true, calib::base_name(reader->path())));
 
   std::vector<std::vector<std::string>> table{{"selector", "rate", "k", "runs", "score MSE", "(std)", "out err", "bits"}};
   for (const SweepSummary& s : r.summary)

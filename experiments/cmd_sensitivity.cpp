@@ -85,7 +85,7 @@ void run(const SensArgs& a) {
   const SensitivityResult r = channel_sensitivity(calib::shape_of(reader->info()), calib::loader(*reader, false), o);
   write_file_atomically(a.out, rows_csv(r));
   write_file_atomically(calib::sibling(a.out, "_ranking.csv"), ranking_csv(r));
-  write_file_atomically(calib::sibling(a.out, "_heatmap.svg"), heatmap(r, reader->path()));
+  write_file_atomically(calib::sibling(a.out, "_heatmap.svg"), heatmap(r, calib::base_name(reader->path())));
 
   std::vector<std::vector<std::string>> table{{"layer", "kv_head", "spearman", "k", "recall"}};
   for (const RankingRow& x : r.rankings) {

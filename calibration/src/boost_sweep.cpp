@@ -90,7 +90,7 @@ std::vector<SweepSummary> summarize(const std::vector<SweepRow>& rows) {
       s.score_mse_mean += e / s.runs, s.out_err_mean += r->attn.out_rel_err() / s.runs;
       s.score_mse_min = std::min(s.score_mse_min, e), s.score_mse_max = std::max(s.score_mse_max, e);
     }
-    if (s.runs > 1) {  // sample standard deviation over seeds
+    if (s.runs > 1 && s.score_mse_min < s.score_mse_max) {  // sample standard deviation over seeds
       double a = 0, b = 0;
       for (const SweepRow* r : g) {
         a += std::pow(r->attn.score_mse() - s.score_mse_mean, 2);

@@ -102,7 +102,7 @@ std::string heatmap_svg(const Heatmap& h) {
 std::string line_chart_svg(const LineChart& c) {
   const int64_t n = (int64_t)c.x_ticks.size();
   if (n == 0) throw std::invalid_argument("line_chart_svg: no x positions");
-  const double left = 80, top = 45, pw = 560, ph = 340, W = left + pw + 170, H = top + ph + 60;
+  const double left = 80, top = 45, pw = 560, ph = 340, W = left + pw + 230, H = top + ph + 60;
   auto tr = [&](double v) { return c.log_y ? (v > 0 ? std::log10(v) : NAN) : v; };
   double lo = INFINITY, hi = -INFINITY;
   for (const Series& s : c.series) {
