@@ -65,9 +65,10 @@ struct Case {
 
 // One problem (or `groups` sub-problems): returns centroids per group.
 std::vector<std::vector<float>> run_kvlab(const std::vector<std::vector<float>>& xs, const std::vector<std::vector<float>>& c0,
-                                          int64_t n, int64_t d, int64_t k, int iters, int threads) {
+                                          int64_t n, int64_t d, int64_t k, int iters, int threads,
+                                          kvlab::KMeansSplit split = kvlab::KMeansSplit::Largest) {
   kvlab::KMeansParams p;
-  p.k = k, p.iters = iters, p.threads = threads;
+  p.k = k, p.iters = iters, p.threads = threads, p.split = split;
   std::vector<std::vector<float>> out;
   if (xs.size() == 1) {
     out.push_back(kvlab::kmeans(xs[0].data(), n, d, p, nullptr, c0[0].data()).centroids);
@@ -159,6 +160,16 @@ int main(int argc, char** argv) {
         t.push_back(since(t0));
       }
       report("kvlab", th, t, cents);
+    }
+    {  // faiss's empty-cluster rule: the same algorithm step for step
+      std::vector<double> t;
+      std::vector<std::vector<float>> cents;
+      for (int r = 0; r < repeats; ++r) {
+        auto t0 = Clock::now();
+        cents = run_kvlab(xs, c0, c.n, dg, c.k, iters, max_threads, kvlab::KMeansSplit::Faiss);
+        t.push_back(since(t0));
+      }
+      report("kvlab-fsplit", max_threads, t, cents);
     }
 #ifdef KVLAB_HAVE_FAISS
     if (use_faiss) {

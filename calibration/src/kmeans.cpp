@@ -76,14 +76,15 @@ struct Stepper {
   int64_t n, d, k;
   const float* w;
   int nt;
+  KMeansSplit split_rule;
   int64_t chunk, nchunks;
   std::vector<double> part;  // [nchunks][k][d + 1]: weighted sums, then the weight sum
   std::vector<int32_t> assign;
   std::vector<int64_t> count;
   detail::CentroidPack pack;
 
-  Stepper(const float* x_, int64_t n_, int64_t d_, int64_t k_, const float* w_, int nt_)
-      : x(x_), n(n_), d(d_), k(k_), w(w_), nt(nt_), chunk(chunk_points(n_, k_, d_)),
+  Stepper(const float* x_, int64_t n_, int64_t d_, int64_t k_, const float* w_, int nt_, KMeansSplit rule)
+      : x(x_), n(n_), d(d_), k(k_), w(w_), nt(nt_), split_rule(rule), chunk(chunk_points(n_, k_, d_)),
         nchunks((n_ + chunk - 1) / chunk), assign(n_), count(k_) {}
 
   void assign_all(const std::vector<float>& c) {
@@ -156,9 +157,15 @@ struct Stepper {
   int64_t split_empty(std::vector<float>& c, std::vector<double>& mass) {
     constexpr float kEps = 1.0f / 1024.0f;
     int64_t splits = 0;
+    std::mt19937 rng(1234);  // faiss's RandomGenerator(1234), fresh for every update
     for (int64_t ci = 0; ci < k; ++ci) {
       if (mass[ci] > 0) continue;
-      const int64_t cj = std::max_element(mass.begin(), mass.end()) - mass.begin();
+      int64_t cj = std::max_element(mass.begin(), mass.end()) - mass.begin();
+      if (split_rule == KMeansSplit::Faiss && n > k)
+        for (cj = 0;; cj = (cj + 1) % k) {
+          const float p = (mass[cj] - 1.0) / (float)(n - k);
+          if ((float)rng() / (float)std::mt19937::max() < p) break;
+        }
       float* a = &c[ci * d];
       float* b = &c[cj * d];
       for (int64_t j = 0; j < d; ++j) {
@@ -192,7 +199,7 @@ Run run_once(const float* x, int64_t n, int64_t d, const KMeansParams& p, const 
   Run r;
   r.centroids = init ? std::vector<float>(init, init + p.k * d)
                      : detail::init_centroids(x, n, d, p.k, p.init, w, rng, nt);
-  Stepper st(x, n, d, p.k, w, nt);
+  Stepper st(x, n, d, p.k, w, nt, p.split);
   for (int it = 0; it < p.iters; ++it) {
     KMeansIterStats s;
     st.assign_all(r.centroids);
@@ -234,7 +241,7 @@ KMeansResult kmeans(const float* x, int64_t n, int64_t d, const KMeansParams& p,
   res.trained_points = tn;
 
   const int runs = init ? 1 : p.restarts;
-  Stepper final_step(x, n, d, p.k, w, nt);
+  Stepper final_step(x, n, d, p.k, w, nt, p.split);
   for (int r = 0; r < runs; ++r) {
     Run run = run_once(tx, tn, d, p, tw, init, p.seed + (uint64_t)r * 15486557ull, nt);
     final_step.assign_all(run.centroids);

@@ -111,6 +111,16 @@ TEST(KMeans, EmptyClusterIsSplitFromTheLargest) {
   EXPECT_LT(r.objective, 0.05 + 0.005 + 1e-6);
 }
 
+TEST(KMeans, FaissSplitRuleAlsoFillsEmptyClusters) {
+  const std::vector<float> x = {0, 0.1f, 0.2f, 0.3f, 10, 10.1f};
+  const std::vector<float> c0 = {0.1f, 10.0f, 1000.0f};
+  KMeansParams p;
+  p.k = 3, p.iters = 3, p.split = kvlab::KMeansSplit::Faiss;
+  const auto r = kvlab::kmeans(x.data(), 6, 1, p, nullptr, c0.data());
+  EXPECT_EQ(r.iterations[0].splits, 1);
+  EXPECT_EQ(std::set<int32_t>(r.assign.begin(), r.assign.end()).size(), 3u);
+}
+
 TEST(KMeans, SameResultForAnyThreadCount) {
   const int64_t n = 70000, d = 4;  // more than one accumulation chunk
   const auto x = blobs(n, d, 40, 5);

@@ -11,6 +11,10 @@
 namespace kvlab {
 
 enum class KMeansInit { Random, KMeansPP, Farthest };
+// Which cluster an empty one splits: the heaviest (default, no random numbers), or faiss
+// 1.7.3's rule (walk the clusters drawing std::mt19937(1234) numbers until one falls below
+// (n_c - 1) / (n - k)), for comparisons with faiss step for step.
+enum class KMeansSplit { Largest, Faiss };
 const char* to_string(KMeansInit i);                 // "random", "kmeans++", "farthest"
 KMeansInit parse_kmeans_init(const std::string& s);  // throws std::invalid_argument listing them
 
@@ -22,6 +26,7 @@ struct KMeansParams {
   KMeansInit init = KMeansInit::Random;
   int64_t max_points_per_centroid = 0;  // > 0: train on a random sample of k * this many points
                                         // (opt-in; 0 uses every point, unlike faiss's 256)
+  KMeansSplit split = KMeansSplit::Largest;  // empty-cluster rule
   int threads = 0;                   // OpenMP threads; 0: the OpenMP default
 };
 
