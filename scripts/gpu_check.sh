@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: build core/ + gpu/ (GPU-only), validate against the CPU
 # reference, run the GPU tests, compute-sanitizer memcheck + racecheck, then bench.
-# Logs go to $OUT (or ./gpu_check_out). Usage: bash scripts/gpu_check.sh [--no-bench] [--no-sanitize]
+# Logs go to $OUT (or ./gpu_check_out).
+# Usage: bash scripts/gpu_check.sh [--no-bench] [--no-sanitize] [--exhaustive-div] [--bench-args "ARGS"]
+#   --exhaustive-div: validate's fastdiv row sweeps all 2^46 significand pairs (~1 minute)
+#   SAN_TIMEOUT=S (environment): seconds per compute-sanitizer run (default 240)
 set -u -o pipefail
 cd "$(dirname "$0")/.."
 # Every step logs into a scratch folder; on exit the logs are joined into $OUT/all.log and the
@@ -9,8 +12,9 @@ cd "$(dirname "$0")/.."
 FINAL=${OUT:-$PWD/gpu_check_out}; mkdir -p "$FINAL"
 OUT=$(mktemp -d)
 trap 'for f in machine build ptxas validate gpu_*_test sanitizer san_* bench; do for g in "$OUT"/$f.log; do [ -f "$g" ] && { echo "===== $(basename $g)"; cat "$g"; }; done; done > "$FINAL/all.log"; cp "$OUT"/validate.log "$OUT"/bench.log "$OUT"/ptxas.log "$FINAL"/ 2>/dev/null; rm -rf "$OUT"' EXIT
-BENCH=1; SAN=1
-for a in "$@"; do case $a in --no-bench) BENCH=0;; --no-sanitize) SAN=0;; esac; done
+BENCH=1; SAN=1; VARGS=(); BARGS=""
+while [ $# -gt 0 ]; do case $1 in --no-bench) BENCH=0;; --no-sanitize) SAN=0;; --exhaustive-div) VARGS+=(--exhaustive-div);;
+  --bench-args) BARGS=$2; shift;; esac; shift; done
 export PATH=/usr/local/cuda/bin:$PATH
 B=build-gpu-check
 status=0
@@ -43,7 +47,7 @@ PY
     RAW+=(--raw "dump-$role:$shape:$OUT/dump_$role.f32")
   done
 fi
-$B/gpu/kvlab-gpu validate "${RAW[@]}" 2>&1 | tee "$OUT/validate.log" | awk '$0 ~ /validate:/ || ($7+0 > 0 && NR > 2) {print}'
+$B/gpu/kvlab-gpu validate "${VARGS[@]}" "${RAW[@]}" 2>&1 | tee "$OUT/validate.log" | awk '$0 ~ /validate:/ || ($7+0 > 0 && NR > 2) {print}'
 rc=${PIPESTATUS[0]}; echo "validate exit $rc"; [ $rc -ne 0 ] && status=1
 
 echo "== gtest"
@@ -58,7 +62,9 @@ if [ $SAN -eq 1 ]; then
   for tool in memcheck racecheck; do
     for t in $B/tests/gpu/gpu_token_test $B/tests/gpu/gpu_boost_test $B/tests/gpu/gpu_channel_test; do
       [ -x "$t" ] || continue
-      timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 "$t" > "$OUT/san_${tool}_$(basename $t).log" 2>&1; rc=$?
+      # v4, v4-alt, v4-tcl1 (new memory access patterns); v3 was checked before, v4-ieee and v4-keys change arithmetic only
+      KVLAB_GPU_TEST_PRESETS=v4,v4-alt,v4-tcl1 timeout "${SAN_TIMEOUT:-240}" compute-sanitizer --tool $tool --error-exitcode 9 "$t" \
+        > "$OUT/san_${tool}_$(basename $t).log" 2>&1; rc=$?
       echo "$tool $(basename $t): exit $rc; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/san_${tool}_$(basename $t).log" | tr '\n' ' ')"
       [ $rc -ne 0 ] && status=1
     done
@@ -67,6 +73,6 @@ fi
 
 if [ $BENCH -eq 1 ]; then
   echo "== bench"
-  $B/gpu/kvlab-gpu bench 2>&1 | tee "$OUT/bench.log"
+  $B/gpu/kvlab-gpu bench $BARGS 2>&1 | tee "$OUT/bench.log"
 fi
 exit $status

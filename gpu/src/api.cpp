@@ -13,6 +13,36 @@
 
 namespace kvlab::gpu {
 
+Tuning& tuning() {
+  static Tuning t;
+  return t;
+}
+
+std::vector<std::string> kernel_presets() { return {"v4", "v4-ieee", "v4-keys", "v4-alt", "v4-tcl1", "v3"}; }
+
+void use_kernel_preset(const std::string& name) {
+  Tuning t;
+  if (name == "v4") {
+  } else if (name == "v4-ieee") {
+    t.fastdiv = 0;
+  } else if (name == "v4-keys") {
+    t.minmax = 0;
+  } else if (name == "v4-alt") {  // runner-up shapes: token quantize 16 per lane with streaming loads,
+                                   // dequantize 4 token lanes per channel chunk, Kitty codes by kind
+    t.tok_v = 16;
+    t.ldg = 0;
+    t.deq_tcl = 4;
+    t.kitty_perm = 1;
+  } else if (name == "v4-tcl1") {  // dequantize: whole token rows per warp store, scattered code loads
+    t.deq_tcl = 1;
+  } else if (name == "v3") {
+    t.v4 = 0;
+  } else {
+    throw std::invalid_argument("kvlab-gpu: unknown kernel preset '" + name + "' (v4, v4-ieee, v4-keys, v4-alt, v4-tcl1, v3)");
+  }
+  tuning() = t;
+}
+
 void cuda_check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw std::runtime_error(std::string("kvlab-gpu: ") + what + ": " + cudaGetErrorString(e));
 }

@@ -72,6 +72,7 @@ BenchResult bench(const BenchOptions& opt) {
   fill_random(x16.p, n, D, true, 1, 0);
   fill_random(x32.p, n, D, false, 1, 0);
   cuda_check(cudaDeviceSynchronize(), "fill");
+  const std::vector<std::string> presets = opt.presets.empty() ? kernel_presets() : opt.presets;
   for (const char* s : kBenchFormats) {
     if (!opt.only.empty() && std::string(s).find(opt.only) == std::string::npos) continue;
     const QuantizerSpec spec = parse_quantizer(s);
@@ -79,35 +80,41 @@ BenchResult bench(const BenchOptions& opt) {
     const DevFormat f = make_format(shape, spec, group, spec.boosted() ? boost_count((int)D, spec.boost) : 0);
     DeviceQuant q(f);
     const int64_t packed = packed_total(f);
-    for (int in = 0; in < 2; ++in) {
-      const void* x = in == 0 ? x16.p : x32.p;
-      const InType it = in == 0 ? InType::F16 : InType::F32;
-      const char* v = "";
-      const double ms = median_ms(opt.warmup, opt.reps, [&] { v = run_quantize(f, x, it, q.view(), 0); });
-      const double bytes = (double)n * (in == 0 ? 2 : 4) + (double)packed;
-      r.rows.push_back({s, "quantize+pack", in == 0 ? "f16 in" : "f32 in", v, bytes, ms, bytes / (ms * 1e6),
-                        bytes / (ms * 1e6) / r.copy_gbps});
+    for (const std::string& preset : presets) {
+      use_kernel_preset(preset);
+      // v4-ieee / v4-keys change quantize arithmetic only, v4-tcl1 the dequantize shape only.
+      for (int in = 0; in < 2 && preset != "v4-tcl1"; ++in) {
+        const void* x = in == 0 ? x16.p : x32.p;
+        const InType it = in == 0 ? InType::F16 : InType::F32;
+        const char* v = "";
+        const double ms = median_ms(opt.warmup, opt.reps, [&] { v = run_quantize(f, x, it, q.view(), 0); });
+        const double bytes = (double)n * (in == 0 ? 2 : 4) + (double)packed;
+        r.rows.push_back({s, "quantize+pack", in == 0 ? "f16 in" : "f32 in", preset, v, bytes, ms, bytes / (ms * 1e6),
+                          bytes / (ms * 1e6) / r.copy_gbps});
+      }
+      if (preset == "v4-ieee" || preset == "v4-keys") continue;
+      for (int o = 0; o < 2; ++o) {
+        const OutType ot = o == 0 ? OutType::F32 : OutType::F16;
+        const char* v = "";
+        const double ms = median_ms(opt.warmup, opt.reps, [&] { v = run_dequantize(f, q.view(), out.p, ot, 0); });
+        const double bytes = (double)n * (o == 0 ? 4 : 2) + (double)packed;
+        r.rows.push_back({s, "unpack+dequant", o == 0 ? "f32 out" : "f16 out", preset, v, bytes, ms, bytes / (ms * 1e6),
+                          bytes / (ms * 1e6) / r.copy_gbps});
+      }
+      cuda_check(cudaDeviceSynchronize(), "bench");
     }
-    for (int o = 0; o < 2; ++o) {
-      const OutType ot = o == 0 ? OutType::F32 : OutType::F16;
-      const char* v = "";
-      const double ms = median_ms(opt.warmup, opt.reps, [&] { v = run_dequantize(f, q.view(), out.p, ot, 0); });
-      const double bytes = (double)n * (o == 0 ? 4 : 2) + (double)packed;
-      r.rows.push_back({s, "unpack+dequant", o == 0 ? "f32 out" : "f16 out", v, bytes, ms, bytes / (ms * 1e6),
-                        bytes / (ms * 1e6) / r.copy_gbps});
-    }
-    cuda_check(cudaDeviceSynchronize(), "bench");
+    use_kernel_preset("v4");
   }
   return r;
 }
 
 void print_bench(const BenchResult& r, std::FILE* out) {
   std::fprintf(out, "device: %s\ncudaMemcpy D2D (1 GiB, read+write): %.0f GB/s\n", r.device.c_str(), r.copy_gbps);
-  std::fprintf(out, "%-72s %-15s %-8s %-9s %9s %9s %8s %7s\n", "format", "direction", "dtype", "kernel", "GB moved",
-               "ms", "GB/s", "of copy");
+  std::fprintf(out, "%-72s %-15s %-8s %-8s %-11s %9s %9s %8s %7s\n", "format", "direction", "dtype", "preset", "kernel",
+               "GB moved", "ms", "GB/s", "of copy");
   for (const auto& b : r.rows)
-    std::fprintf(out, "%-72s %-15s %-8s %-9s %9.3f %9.4f %8.0f %6.1f%%\n", b.format.c_str(), b.direction.c_str(),
-                 b.dtype.c_str(), b.variant.c_str(), b.bytes / 1e9, b.ms, b.gbps, 100.0 * b.of_copy);
+    std::fprintf(out, "%-72s %-15s %-8s %-8s %-11s %9.3f %9.4f %8.0f %6.1f%%\n", b.format.c_str(), b.direction.c_str(),
+                 b.dtype.c_str(), b.preset.c_str(), b.variant.c_str(), b.bytes / 1e9, b.ms, b.gbps, 100.0 * b.of_copy);
 }
 
 }  // namespace kvlab::gpu

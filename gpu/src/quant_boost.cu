@@ -4,7 +4,7 @@
 // One block per page: the G x D tile is read once into shared memory; per channel, in token
 // order, min, max and the fp32 sum of |x|; the top k channels by that sum (ties to the lower
 // channel) get bits + 2 with slots in channel order; low and high codes are staged and written.
-#include "tile.cuh"
+#include "fastq.cuh"
 
 namespace kvlab::gpu {
 namespace {
@@ -135,8 +135,256 @@ __global__ void __launch_bounds__(256) boost_dequant_page(DevFormat f, DevQuant 
   }
 }
 
+// ---- v3 pages (BITS in {2, 4}, T % 16 == 0, G % 16 == 0, even D <= 256). One block of 256
+// threads per page:
+//  1. the raw page (fp16 stays 2 bytes) into shared memory, 16-byte loads, 8 in flight;
+//  2. statistics: one thread per channel, min/max (hardware or order keys) and the fp32 sum of
+//     |x| in token order, as the CPU reference. fabsf instead of hd.h's f_abs only differs on
+//     -0 (f_abs keeps -0), and the sum starts at +0 and so is never -0: +0 + -0 = +0 + +0 = +0,
+//     and s + (+-0) = s otherwise, so every partial sum is the same;
+//  3. top-k by one warp: radix select of the k-th largest score on its bits (scores are >= +0,
+//     so unsigned order is float order, inf included), then ties at that score go to the lowest
+//     channels (ballot prefix in channel order), slots = boosted channels before c (ballots);
+//  4. params and RN(1/s) per channel (levels 2^bits - 1 or 2^(bits+2) - 1);
+//  5. codes (see there): low plane BITS/2 words and, for boosted channels, one high-plane word
+//     (code >> bits) per 16 tokens, staged, then copied out row by row.
+struct BoostV3Smem {
+  int64_t tile, bytes;
+};
+template <class In>
+BoostV3Smem boost_v3_smem(const DevFormat& f) {
+  BoostV3Smem b{};
+  b.tile = (((int64_t)f.G * f.D * (int64_t)sizeof(In)) + 15) / 16 * 16;
+  b.bytes = b.tile + f.D * (int64_t)(sizeof(float4) + sizeof(float) + 2 * sizeof(int)) +
+            f.D * (int64_t)stage_pitch(packed_bytes(f.G, f.bits)) + std::max(f.k, 1) * (int64_t)stage_pitch(packed_bytes(f.G, 2));
+  return b;
+}
+
+template <class In, int BITS>
+__global__ void __launch_bounds__(256) boost_quant_v3(const In* __restrict__ x, DevFormat f, DevQuant q, int64_t tile_bytes,
+                                                      int mm, int allow_fast, int kperm) {
+  extern __shared__ __align__(16) uint8_t smem[];
+  const int D = (int)f.D, G = f.G, k = f.k;
+  const int64_t n = blockIdx.x / f.groups, pg = blockIdx.x % f.groups, t0 = pg * G, w = blockIdx.x;
+  const int len = (int)f.page_tokens(pg);
+  In* tile = reinterpret_cast<In*>(smem);
+  float4* sqp = reinterpret_cast<float4*>(smem + tile_bytes);  // D: zero, scale, rcp, fast
+  float* score = reinterpret_cast<float*>(sqp + D);             // D: score, then levels
+  int* slot = reinterpret_cast<int*>(score + D);                // D: slot or -1
+  int* perm = slot + D;                                         // D: non-boosted channels, then boosted
+  load_raw<In, 8>(tile, x + (n * f.T + t0) * D, len * D);
+  __syncthreads();
+  // 2. statistics, thread = channel (token-order fp32 sum: one dependent chain per channel)
+  for (int c = threadIdx.x; c < D; c += blockDim.x) {
+    float sum = 0.0f, mn = INFINITY, mx = -INFINITY;
+    int32_t kmn = ord_key(INFINITY), kmx = ord_key(-INFINITY);
+#pragma unroll 8
+    for (int t = 0; t < len; ++t) {
+      const float v = to_f(tile[t * D + c]);
+      sum = __fadd_rn(sum, fabsf(v));
+      if (mm) {
+        mn = fminf(mn, v), mx = fmaxf(mx, v);
+      } else {
+        const int32_t kv = ord_key(v);
+        kmn = min(kmn, kv), kmx = max(kmx, kv);
+      }
+    }
+    if (!mm) mn = key_float(kmn), mx = key_float(kmx);
+    score[c] = sum;
+    sqp[c] = make_float4(mn, mx, 0.0f, 0.0f);
+  }
+  __syncthreads();
+  // 3. top-k (warp 0). Lane holds channels c = m*32 + lane.
+  if (threadIdx.x < 32) {
+    const int lane = threadIdx.x;
+    constexpr int MC = 8;  // D <= 256
+    uint32_t key[MC];
+    const int mc = (D + 31) / 32;  // channel rows in use (ballots over unused rows are skipped)
+#pragma unroll
+    for (int m = 0; m < MC; ++m) key[m] = (m * 32 + lane < D) ? __float_as_uint(score[m * 32 + lane]) : 0u;
+    const bool has[MC] = {0 * 32 + lane < D, 1 * 32 + lane < D, 2 * 32 + lane < D, 3 * 32 + lane < D,
+                          4 * 32 + lane < D, 5 * 32 + lane < D, 6 * 32 + lane < D, 7 * 32 + lane < D};
+    uint32_t thr = 0;
+    int gt = 0;
+    if (k > 0) {
+      for (int b = 30; b >= 0; --b) {  // bit 31 (sign) is 0 for every score
+        const uint32_t cand = thr | (1u << b);
+        int cnt = 0;
+#pragma unroll
+        for (int m = 0; m < MC; ++m)
+          if (m < mc) cnt += __popc(__ballot_sync(0xffffffffu, has[m] && key[m] >= cand));
+        if (cnt >= k) thr = cand;
+      }
+#pragma unroll
+      for (int m = 0; m < MC; ++m)
+        if (m < mc) gt += __popc(__ballot_sync(0xffffffffu, has[m] && key[m] > thr));
+    }
+    const int need = k - gt;  // channels at the threshold score that are boosted, lowest first
+    const unsigned lt = (1u << lane) - 1u;
+    int eq_before = 0, boosted_before = 0;
+#pragma unroll
+    for (int m = 0; m < MC; ++m) {
+      if (m >= mc) break;
+      const bool eq = k > 0 && has[m] && key[m] == thr;
+      const unsigned eqb = __ballot_sync(0xffffffffu, eq);
+      const bool bst = k > 0 && has[m] && (key[m] > thr || (eq && eq_before + __popc(eqb & lt) < need));
+      const unsigned bb = __ballot_sync(0xffffffffu, bst);
+      const int c = m * 32 + lane, before = boosted_before + __popc(bb & lt);  // boosted channels below c
+      if (has[m]) {
+        slot[c] = bst ? before : -1;
+        perm[bst ? D - k + before : c - before] = c;
+      }
+      eq_before += __popc(eqb), boosted_before += __popc(bb);
+    }
+  }
+  __syncthreads();
+  // 4. params per channel
+  for (int c = threadIdx.x; c < D; c += blockDim.x) {
+    const int sl = slot[c];
+    const int levels = asym_levels(sl >= 0 ? BITS + 2 : BITS);
+    const float4 mm4 = sqp[c];
+    const GroupParams p = KvlabRecipe::asym_params(mm4.x, mm4.y, levels, f.half_params != 0);
+    q.index[w * D + c] = sl >= 0 ? (uint8_t)sl : (uint8_t)0xFF;
+    write_params(q, w * D + c, p, 0, f.half_params);
+    const QP qp = make_qp(p, allow_fast);
+    sqp[c] = make_float4(qp.zero, qp.scale, qp.rcp, qp.fast);
+    score[c] = (float)levels;
+  }
+  __syncthreads();
+  // 5. codes: unit = one channel x 16 tokens, channels fastest across lanes; words staged per
+  // row, then rows copied out coalesced. kperm: channels in the order perm (non-boosted
+  // ascending, then boosted) so a warp's lanes take the same branch, non-boosted channels
+  // (codes < 2^bits) packed by adding biased codes (fastq.cuh); otherwise every channel splits
+  // low and high bits (one branch for all). docs/PERFORMANCE.md has both timings.
+  // (Adjacent channel pairs per thread measured slower: 64 registers, fewer warps.)
+  const int chunks = len / 16, units = chunks * D;
+  const int nbl = len * BITS / 8, nbh = len / 4;
+  const int spl = stage_pitch(packed_bytes(G, BITS)), sph = stage_pitch(packed_bytes(G, 2));
+  uint8_t* lst = reinterpret_cast<uint8_t*>(perm + D);  // D rows of spl bytes
+  uint8_t* hst = lst + (int64_t)D * spl;                // k rows of sph bytes
+  for (int i = threadIdx.x; i < units; i += blockDim.x) {
+    const int c = kperm ? perm[i % D] : i % D, tc = i / D;
+    const float4 pv = sqp[c];
+    const QP qp{pv.x, pv.y, pv.z, pv.w};
+    const float levels = score[c];
+    const int sl = slot[c];
+    const In* col = tile + tc * 16 * D + c;
+    uint32_t lw[BITS / 2] = {}, hw = 0;
+    if (kperm && qp.fast != 0.0f && sl < 0) {
+#pragma unroll
+      for (int m = 0; m < BITS / 2; ++m) {
+        uint32_t acc = 0;
+#pragma unroll
+        for (int j = 0; j < 32 / BITS; ++j)
+          acc += biased_code_levels(to_f(col[(m * (32 / BITS) + j) * D]), qp, levels) << (j * BITS);
+        lw[m] = acc - magic_pack_bias<BITS>();
+      }
+    } else if (qp.fast != 0.0f) {
+#pragma unroll
+      for (int j = 0; j < 16; ++j) {
+        const uint32_t t = biased_code_levels(to_f(col[j * D]), qp, levels);
+        lw[(j * BITS) / 32] |= (t & ((1u << BITS) - 1u)) << ((j * BITS) % 32);
+        hw |= ((t >> BITS) & 3u) << (2 * j);
+      }
+    } else {
+      const GroupParams gp{qp.scale, qp.zero};
+#pragma unroll
+      for (int j = 0; j < 16; ++j) {
+        const uint32_t code = KvlabRecipe::asym_code(to_f(col[j * D]), gp, (int)levels);
+        lw[(j * BITS) / 32] |= (code & ((1u << BITS) - 1u)) << ((j * BITS) % 32);
+        hw |= (code >> BITS) << (2 * j);
+      }
+    }
+    uint32_t* ld = reinterpret_cast<uint32_t*>(lst + (int64_t)c * spl) + tc * (BITS / 2);
+#pragma unroll
+    for (int m = 0; m < BITS / 2; ++m) ld[m] = lw[m];
+    if (sl >= 0) reinterpret_cast<uint32_t*>(hst + (int64_t)sl * sph)[tc] = hw;
+  }
+  __syncthreads();
+  copy_rows(q.codes + n * f.slice_low() + pg * D * packed_bytes(G, BITS), nbl, lst, spl, D, nbl);
+  if (k > 0) copy_rows(q.high + n * f.slice_high() + pg * k * packed_bytes(G, 2), nbh, hst, sph, k, nbh);
+}
+
+// v3 page dequantize: unit = V channels x 16 tokens of one page (lanes: 8 token chunks
+// fastest, then channel chunks), low and high words read straight from the planes.
+template <int V, int BITS, bool F16OUT>
+__global__ void __launch_bounds__(256) boost_dequant_v3(DevFormat f, DevQuant q, void* __restrict__ out, int tcl_log2) {
+  const int D = (int)f.D, G = f.G, k = f.k, CC = D / V;
+  const int tiles = (G / 16 + (1 << tcl_log2) - 1) >> tcl_log2;  // per page
+  const uint32_t u = blockIdx.x * blockDim.x + threadIdx.x;
+  const int t8 = (int)(u & ((1u << tcl_log2) - 1));
+  const uint32_t r1 = u >> tcl_log2;
+  const int cc = (int)(r1 % (uint32_t)CC);
+  const uint32_t r2 = r1 / (uint32_t)CC;
+  const int64_t w = r2 / (uint32_t)tiles;  // page (slice-major)
+  const int chunk = ((int)(r2 % (uint32_t)tiles) << tcl_log2) + t8;
+  if (w >= f.N * f.groups) return;
+  const int64_t n = w / f.groups, pg = w % f.groups;
+  const int len = (int)f.page_tokens(pg);
+  if (chunk * 16 >= len) return;
+  const int nbl = len * BITS / 8, nbh = len / 4, c0 = cc * V;
+  const uint8_t* low = q.codes + n * f.slice_low() + pg * D * packed_bytes(G, BITS);
+  const uint8_t* high = q.high + n * f.slice_high() + pg * k * packed_bytes(G, 2);
+  uint32_t lw[V][BITS / 2], hw[V];
+  float sc[V], ze[V];
+#pragma unroll
+  for (int j = 0; j < V; ++j) {
+    const int c = c0 + j;
+    const uint8_t* src = low + (int64_t)c * nbl + chunk * 2 * BITS;
+    if constexpr (BITS == 2) {
+      lw[j][0] = __ldg(reinterpret_cast<const uint32_t*>(src));
+    } else {
+      const uint2 t = __ldg(reinterpret_cast<const uint2*>(src));
+      lw[j][0] = t.x, lw[j][BITS / 2 - 1] = t.y;
+    }
+    const int sl = __ldg(q.index + w * D + c);
+    hw[j] = sl != 0xFF ? __ldg(reinterpret_cast<const uint32_t*>(high + (int64_t)sl * nbh + chunk * 4)) : 0u;
+    sc[j] = load_param(q.scale, w * D + c, f.half_params);
+    ze[j] = load_param(q.zero, w * D + c, f.half_params);
+  }
+  int64_t e = (n * f.T + pg * G + chunk * 16) * D + c0;
+#pragma unroll
+  for (int i = 0; i < 16; ++i, e += D) {
+    float y[V];
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      const uint32_t code = ((lw[j][(i * BITS) / 32] >> ((i * BITS) % 32)) & ((1u << BITS) - 1u)) |
+                            (((hw[j] >> (2 * i)) & 3u) << BITS);
+      y[j] = __fadd_rn(__fmul_rn(ucode_float(code), sc[j]), ze[j]);  // KvlabRecipe::asym_dequant
+    }
+    if constexpr (F16OUT) {
+      *reinterpret_cast<uint4*>(static_cast<uint16_t*>(out) + e) =
+          make_uint4(half2_bits(y[0], y[1]), half2_bits(y[2], y[3]), half2_bits(y[4], y[5]), half2_bits(y[6], y[7]));
+    } else {
+      *reinterpret_cast<float4*>(static_cast<float*>(out) + e) = make_float4(y[0], y[1], y[2], y[3]);
+    }
+  }
+}
+
+bool boost_v3_ok(const DevFormat& f, int V, const void* x) {
+  if (!tuning().v4) return false;
+  if (f.bits != 2 && f.bits != 4) return false;
+  if (f.G % 16 != 0 || f.T % 16 != 0 || f.D % V != 0 || f.D % 2 != 0 || f.D > 256) return false;
+  if (f.N * f.T * f.D >= (int64_t(1) << 35)) return false;  // 32-bit thread indices in boost_dequant_v3
+  return x == nullptr || (reinterpret_cast<uintptr_t>(x) % 16) == 0;
+}
+
 template <class In>
 const char* quantize_boost_t(const DevFormat& f, const In* x, DevQuant q, cudaStream_t s) {
+  if (boost_v3_ok(f, 2, x)) {
+    const BoostV3Smem b = boost_v3_smem<In>(f);
+    if (b.bytes <= kMaxTileSmem) {
+      auto go = [&](auto kern) {
+        cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)b.bytes);
+        kern<<<(unsigned)(f.N * f.groups), 256, b.bytes, s>>>(x, f, q, b.tile, tuning().minmax, tuning().fastdiv,
+                                                              tuning().kitty_perm);
+      };
+      if (f.bits == 2) go(boost_quant_v3<In, 2>);
+      else go(boost_quant_v3<In, 4>);
+      check_launch("boost_quant_v3");
+      return "v3";
+    }
+  }
   const BoostSmem bs = boost_smem(f);
   if (bs.bytes > kMaxTileSmem)
     throw std::runtime_error("kvlab-gpu: boost page of " + std::to_string(f.G) + " x " + std::to_string(f.D) +
@@ -155,6 +403,22 @@ const char* quantize_boost(const DevFormat& f, const void* x, InType in, DevQuan
 }
 
 const char* dequantize_boost(const DevFormat& f, DevQuant q, void* out, OutType o, cudaStream_t s) {
+  if ((o == OutType::F32 && boost_v3_ok(f, 4, nullptr)) || (o == OutType::F16 && boost_v3_ok(f, 8, nullptr))) {
+    const int V = o == OutType::F32 ? 4 : 8;
+    const int tl = ilog2(tuning().deq_tcl);
+    const int64_t tcl = int64_t(1) << tl;
+    const int64_t threads = f.N * f.groups * ((f.G / 16 + tcl - 1) / tcl) * tcl * (f.D / V);
+    const unsigned grid = (unsigned)cdiv(threads, 256);
+    if (o == OutType::F32) {
+      if (f.bits == 2) boost_dequant_v3<4, 2, false><<<grid, 256, 0, s>>>(f, q, out, tl);
+      else boost_dequant_v3<4, 4, false><<<grid, 256, 0, s>>>(f, q, out, tl);
+    } else {
+      if (f.bits == 2) boost_dequant_v3<8, 2, true><<<grid, 256, 0, s>>>(f, q, out, tl);
+      else boost_dequant_v3<8, 4, true><<<grid, 256, 0, s>>>(f, q, out, tl);
+    }
+    check_launch("boost_dequant_v3");
+    return "v3";
+  }
   const BoostSmem bs = boost_smem(f);
   const int smem = (int)(((f.D + 15) / 16) * 16 + f.D * bs.spl + std::max(f.k, 1) * bs.sph);
   if (smem > 48 * 1024) cudaFuncSetAttribute(boost_dequant_page, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);

@@ -4,7 +4,7 @@
 // min/max per channel in token order, codes packed with put_code into a staged row chunk, then
 // written out coalesced. Groups that end mid-byte or tiles too large for shared memory take the
 // two-pass path (statistics, then codes with one thread per output byte run).
-#include "tile.cuh"
+#include "fastq.cuh"
 
 namespace kvlab::gpu {
 namespace {
@@ -239,6 +239,350 @@ __global__ void __launch_bounds__(256) channel_dequant_vec(DevFormat f, DevQuant
   }
 }
 
+// ---- v4 quantize: register tiles. A unit is V channels (one 16-byte load per token: 8 fp16
+// or 4 fp32) x 16 tokens of one (slice, group); unit u: token chunk tc = u % TC fastest
+// (TC = G/16), then channel chunk, then (slice, group). Each lane loads its 16 rows (16 loads
+// in flight, 64 bytes contiguous per 4 lanes), reduces min/max over its tokens, then over the
+// TC lanes of its group by xor shuffles (TC <= 32, a power of two). The params of the unit's
+// V channels are computed once per channel by the TC lanes in turn (params_of, RN(1/s)) and
+// exchanged through shared memory. Each lane then packs its 16 tokens of each channel into
+// BITS/2 words (fastq.cuh) and stores them straight into the channel rows (8 lanes write 32
+// contiguous bytes of a row). PRE: params read back from channel_stats_v4 (whole-axis or long
+// groups, any TC); no reduction. Needs T % 16 == 0 (whole words per lane, aligned stores).
+// One unit's coordinates (see channel_quant_v4).
+struct ChUnit {
+  int64_t n, g, t0;
+  int c0, tc;
+  bool uvalid, live;
+};
+template <bool PRE>
+__device__ __forceinline__ ChUnit ch_unit(uint32_t u0, const DevFormat& f, int V, int TC) {
+  const int CC = (int)f.D / V;
+  const uint32_t units = (uint32_t)(f.N * f.groups) * (uint32_t)(CC * TC);
+  ChUnit c;
+  c.uvalid = u0 < units;
+  const uint32_t u = c.uvalid ? u0 : 0u;
+  // PRE: channel chunk fastest (a warp reads whole token rows); else token chunk fastest.
+  c.tc = PRE ? (int)((u / CC) % TC) : (int)(u & (TC - 1));
+  const int cc = PRE ? (int)(u % CC) : (int)((u / TC) % CC);
+  const uint32_t ng = u / (uint32_t)(CC * TC);
+  c.n = ng / (uint32_t)f.groups, c.g = ng % (uint32_t)f.groups;
+  c.t0 = c.g * f.G + (int64_t)c.tc * 16;
+  c.live = c.uvalid && c.t0 < min(f.T, c.g * f.G + f.G);
+  c.c0 = cc * V;
+  return c;
+}
+template <class In>
+__device__ __forceinline__ void ch_load(const In* __restrict__ x, const DevFormat& f, const ChUnit& c, uint4 (&raw)[16]) {
+  const In* base = x + (c.n * f.T + c.t0) * f.D + c.c0;
+#pragma unroll
+  for (int i = 0; i < 16; ++i)
+    raw[i] = c.live ? __ldcs(reinterpret_cast<const uint4*>(base + (int64_t)i * f.D)) : make_uint4(0u, 0u, 0u, 0u);
+}
+
+// Statistics, params and codes of one unit whose 16 rows are in raw (all lanes of the warp
+// call this together: xor shuffles over the TC lanes of a unit chunk; sqp = this warp's slots).
+template <class In, bool SYM, int BITS, bool PRE>
+__device__ __forceinline__ void ch_process(const uint4 (&raw)[16], const ChUnit& cu, const DevFormat& f, const DevQuant& q,
+                                           int TC, int mm, int allow_fast, float4* sqp) {
+  constexpr int V = 16 / (int)sizeof(In), NW = BITS / 2;
+  const int lane = threadIdx.x & 31, D = (int)f.D;
+  const int TCw = TC < 32 ? TC : 32, tl = lane & (TCw - 1), cl = lane / TCw;
+  const int64_t n = cu.n, g = cu.g, t0 = cu.t0;
+  const int c0 = cu.c0;
+  const bool uvalid = cu.uvalid, live = cu.live;
+  float mn[V], mx[V];
+  if (!PRE) {
+    if (sizeof(In) == 2 && mm) {  // fp16: HMNMX2 on the raw pairs, converted once at the end
+      __half2 hmn[4], hmx[4];
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const uint32_t w0 = k == 0 ? raw[0].x : k == 1 ? raw[0].y : k == 2 ? raw[0].z : raw[0].w;
+        hmn[k] = hmx[k] = *reinterpret_cast<const __half2*>(&w0);
+      }
+#pragma unroll
+      for (int i = 1; i < 16; ++i)
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          const uint32_t wi = k == 0 ? raw[i].x : k == 1 ? raw[i].y : k == 2 ? raw[i].z : raw[i].w;
+          const __half2 h = *reinterpret_cast<const __half2*>(&wi);
+          hmn[k] = __hmin2(hmn[k], h), hmx[k] = __hmax2(hmx[k], h);
+        }
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        uint32_t a = *reinterpret_cast<uint32_t*>(&hmn[k]), b = *reinterpret_cast<uint32_t*>(&hmx[k]);
+        if (!live) a = 0x7C007C00u, b = 0xFC00FC00u;  // +inf / -inf pairs
+        for (int o = 1; o < TCw; o <<= 1) {
+          const uint32_t a2 = __shfl_xor_sync(0xffffffffu, a, o), b2 = __shfl_xor_sync(0xffffffffu, b, o);
+          const __half2 m = __hmin2(*reinterpret_cast<const __half2*>(&a), *reinterpret_cast<const __half2*>(&a2));
+          const __half2 M = __hmax2(*reinterpret_cast<const __half2*>(&b), *reinterpret_cast<const __half2*>(&b2));
+          a = *reinterpret_cast<const uint32_t*>(&m), b = *reinterpret_cast<const uint32_t*>(&M);
+        }
+        mn[2 * k] = half_to_float((uint16_t)(a & 0xffffu)), mn[2 * k + 1] = half_to_float((uint16_t)(a >> 16));
+        mx[2 * k] = half_to_float((uint16_t)(b & 0xffffu)), mx[2 * k + 1] = half_to_float((uint16_t)(b >> 16));
+      }
+    } else {
+      int32_t kmn[V], kmx[V];
+#pragma unroll
+      for (int i = 0; i < 16; ++i) {
+        const uint32_t uw[4] = {raw[i].x, raw[i].y, raw[i].z, raw[i].w};
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          const float v = sizeof(In) == 2 ? half_to_float((uint16_t)(uw[j / 2] >> (16 * (j & 1)))) : __uint_as_float(uw[j]);
+          if (mm) {
+            if (i == 0) mn[j] = mx[j] = v;
+            else mn[j] = fminf(mn[j], v), mx[j] = fmaxf(mx[j], v);
+          } else {
+            const int32_t k = ord_key(v);
+            if (i == 0) kmn[j] = kmx[j] = k;
+            else kmn[j] = min(kmn[j], k), kmx[j] = max(kmx[j], k);
+          }
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        if (mm) {
+          if (!live) mn[j] = INFINITY, mx[j] = -INFINITY;
+          for (int o = 1; o < TCw; o <<= 1) {
+            mn[j] = fminf(mn[j], __shfl_xor_sync(0xffffffffu, mn[j], o));
+            mx[j] = fmaxf(mx[j], __shfl_xor_sync(0xffffffffu, mx[j], o));
+          }
+        } else {
+          if (!live) kmn[j] = ord_key(INFINITY), kmx[j] = ord_key(-INFINITY);
+          for (int o = 1; o < TCw; o <<= 1) {
+            kmn[j] = min(kmn[j], __shfl_xor_sync(0xffffffffu, kmn[j], o));
+            kmx[j] = max(kmx[j], __shfl_xor_sync(0xffffffffu, kmx[j], o));
+          }
+          mn[j] = key_float(kmn[j]), mx[j] = key_float(kmx[j]);
+        }
+      }
+    }
+  }
+  // Params of channel j by lane tl = j mod TCw of the unit's lanes, exchanged through shared
+  // memory (the TC lanes of a unit chunk are consecutive and aligned). PRE (lanes of a warp on
+  // different channel chunks) computes each channel's constants in every lane instead.
+  const bool xchg = !PRE;
+  for (int jj = 0; xchg && jj < V; jj += TCw) {
+    const int j = jj + tl;
+    if (j < V) {
+      GroupParams p;
+      const int64_t pi = (n * D + c0 + j) * f.groups + g;
+      if (PRE) {
+        p = GroupParams{load_param(q.scale, pi, f.half_params), SYM ? 0.0f : load_param(q.zero, pi, f.half_params)};
+      } else {
+        float m = 0.0f, M = 0.0f;
+#pragma unroll
+        for (int k = 0; k < V; ++k)
+          if (k == j) m = mn[k], M = mx[k];
+        p = params_of(m, M, BITS, SYM ? 1 : 0, f.half_params);
+        if (uvalid) write_params(q, pi, p, SYM ? 1 : 0, f.half_params);
+      }
+      const QP qp = make_qp(p, allow_fast);
+      sqp[cl * V + j] = make_float4(qp.zero, qp.scale, qp.rcp, qp.fast);
+    }
+  }
+  __syncwarp();
+#pragma unroll
+  for (int j = 0; j < V; ++j) {
+    QP qp;
+    if (xchg) {
+      const float4 pv = sqp[cl * V + j];
+      qp = QP{pv.x, pv.y, pv.z, pv.w};
+    } else {
+      const int64_t pi = (n * D + c0 + j) * f.groups + g;
+      qp = make_qp(GroupParams{load_param(q.scale, pi, f.half_params), SYM ? 0.0f : load_param(q.zero, pi, f.half_params)},
+                   allow_fast);
+    }
+    float v[16];
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      const uint32_t uw[4] = {raw[i].x, raw[i].y, raw[i].z, raw[i].w};
+      v[i] = sizeof(In) == 2 ? half_to_float((uint16_t)(uw[j / 2] >> (16 * (j & 1)))) : __uint_as_float(uw[j]);
+    }
+    uint32_t w[NW];
+    pack_run<SYM, BITS, 16>(v, qp, GroupParams{qp.scale, SYM ? 0.0f : qp.zero}, w);
+    if (live) {
+      uint8_t* dst = q.codes + (n * D + c0 + j) * f.row_bytes + t0 * BITS / 8;
+      if constexpr (NW == 1) *reinterpret_cast<uint32_t*>(dst) = w[0];
+      else if constexpr (NW == 2) *reinterpret_cast<uint2*>(dst) = make_uint2(w[0], w[1]);
+      else *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
+    }
+  }
+}
+
+
+template <class In, bool SYM, int BITS, bool PRE>
+__global__ void __launch_bounds__(128) channel_quant_v4(const In* __restrict__ x, DevFormat f, DevQuant q, int TC, int mm,
+                                                        int allow_fast) {
+  constexpr int V = 16 / (int)sizeof(In);
+  __shared__ float4 sqp[4][256];
+  const int wib = threadIdx.x >> 5;
+  const ChUnit cu = ch_unit<PRE>((blockIdx.x * 4u + wib) * 32u + (threadIdx.x & 31), f, V, TC);
+  uint4 raw[16];
+  ch_load(x, f, cu, raw);
+  ch_process<In, SYM, BITS, PRE>(raw, cu, f, q, TC, mm, allow_fast, sqp[wib]);
+}
+
+// v4 statistics for PRE (whole-axis or long groups): block = one (slice, group) x 128 channels
+// chunk: 16-byte loads, (256 / (128 / V)) token lanes each striding the group, then the token
+// lanes merged through shared memory (order free: min/max are a total order).
+template <class In>
+__global__ void __launch_bounds__(256) channel_stats_v4(const In* __restrict__ x, DevFormat f, DevQuant q, int mm) {
+  constexpr int V = 16 / (int)sizeof(In);
+  constexpr int CL = 128 / V;          // channel lanes per 128 channels
+  constexpr int TLN = 256 / CL;        // token lanes
+  __shared__ float smn[TLN][128 + 1], smx[TLN][128 + 1];
+  const int D = (int)f.D;
+  const int64_t n = blockIdx.x / f.groups, g = blockIdx.x % f.groups, t0 = g * f.G;
+  const int len = (int)min((int64_t)f.G, f.T - t0);
+  const int cl = threadIdx.x % CL, tl = threadIdx.x / CL;
+  const int c0 = blockIdx.y * 128 + cl * V;
+  float mn[V], mx[V];
+  int32_t kmn[V], kmx[V];
+#pragma unroll
+  for (int j = 0; j < V; ++j) mn[j] = INFINITY, mx[j] = -INFINITY, kmn[j] = ord_key(INFINITY), kmx[j] = ord_key(-INFINITY);
+  if (c0 < D) {
+    const In* col = x + (n * f.T + t0) * D + c0;
+#pragma unroll 4
+    for (int t = tl; t < len; t += TLN) {
+      const uint4 r = __ldcs(reinterpret_cast<const uint4*>(col + (int64_t)t * D));
+      const uint32_t uw[4] = {r.x, r.y, r.z, r.w};
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        const float v = sizeof(In) == 2 ? half_to_float((uint16_t)(uw[j / 2] >> (16 * (j & 1)))) : __uint_as_float(uw[j]);
+        if (mm) mn[j] = fminf(mn[j], v), mx[j] = fmaxf(mx[j], v);
+        else {
+          const int32_t k = ord_key(v);
+          kmn[j] = min(kmn[j], k), kmx[j] = max(kmx[j], k);
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < V; ++j) {
+    smn[tl][cl * V + j] = mm ? mn[j] : key_float(kmn[j]);
+    smx[tl][cl * V + j] = mm ? mx[j] : key_float(kmx[j]);
+  }
+  __syncthreads();
+  if (threadIdx.x < 128) {
+    const int c = blockIdx.y * 128 + threadIdx.x;
+    if (c < D) {
+      float a = smn[0][threadIdx.x], b = smx[0][threadIdx.x];
+      for (int t = 1; t < TLN; ++t) a = f_min(a, smn[t][threadIdx.x]), b = f_max(b, smx[t][threadIdx.x]);
+      write_params(q, (n * D + c) * f.groups + g, params_of(a, b, f.bits, f.sym, f.half_params), f.sym, f.half_params);
+    }
+  }
+}
+
+// ---- v4 dequantize: a unit is V channels (one 16-byte store per token: 4 fp32 or 8 fp16)
+// x 16 tokens; lanes: TCL = 2^tcl_log2 consecutive token chunks fastest (code loads: TCL * 2 *
+// BITS contiguous bytes of a channel row), then 32/TCL channel chunks (stores: 512/TCL
+// contiguous bytes of each token row). Measured (docs/PERFORMANCE.md): TCL = 1 or 2 (whole
+// 256/512-byte row runs per store) beats 4 and 8; the default is 2.
+template <int V, bool SYM, int BITS, bool F16OUT>
+__global__ void __launch_bounds__(256) channel_dequant_v4(DevFormat f, DevQuant q, void* __restrict__ out, int tcl_log2) {
+  constexpr int NW = BITS / 2, PER = 32 / BITS;
+  const int D = (int)f.D, CC = D / V;
+  const uint32_t chunks = (uint32_t)(f.T / 16), tiles = (chunks + (1u << tcl_log2) - 1) >> tcl_log2;
+  const uint32_t u = blockIdx.x * blockDim.x + threadIdx.x;
+  const int t8 = (int)(u & ((1u << tcl_log2) - 1));
+  const uint32_t r1 = u >> tcl_log2;
+  const int cc = (int)(r1 % (uint32_t)CC);
+  const uint32_t r2 = r1 / (uint32_t)CC, chunk = ((r2 % tiles) << tcl_log2) + t8;
+  const int64_t n = r2 / tiles;
+  if (n >= f.N || chunk >= chunks) return;
+  const int64_t t0 = chunk * 16, g = t0 / f.G;
+  const int c0 = cc * V;
+  uint32_t w[V][NW];
+  float sc[V], ze[V];
+#pragma unroll
+  for (int j = 0; j < V; ++j) {
+    const uint8_t* src = q.codes + (n * D + c0 + j) * f.row_bytes + t0 * BITS / 8;
+    if constexpr (NW == 1) {
+      w[j][0] = __ldg(reinterpret_cast<const uint32_t*>(src));
+    } else if constexpr (NW == 2) {
+      const uint2 t = __ldg(reinterpret_cast<const uint2*>(src));
+      w[j][0] = t.x, w[j][1] = t.y;
+    } else {
+      const uint4 t = __ldg(reinterpret_cast<const uint4*>(src));
+      w[j][0] = t.x, w[j][1] = t.y, w[j][2] = t.z, w[j][3] = t.w;
+    }
+    const int64_t pi = (n * D + c0 + j) * f.groups + g;
+    sc[j] = load_param(q.scale, pi, f.half_params);
+    ze[j] = SYM ? 0.0f : load_param(q.zero, pi, f.half_params);
+  }
+  int64_t e = (n * f.T + t0) * D + c0;
+#pragma unroll
+  for (int i = 0; i < 16; ++i, e += D) {
+    float y[V];
+#pragma unroll
+    for (int j = 0; j < V; ++j) y[j] = dequant_word<SYM, BITS>(w[j][i / PER], i % PER, sc[j], ze[j]);
+    if constexpr (F16OUT) {
+      *reinterpret_cast<uint4*>(static_cast<uint16_t*>(out) + e) =
+          make_uint4(half2_bits(y[0], y[1]), half2_bits(y[2], y[3]), half2_bits(y[4], y[5]), half2_bits(y[6], y[7]));
+    } else {
+      *reinterpret_cast<float4*>(static_cast<float*>(out) + e) = make_float4(y[0], y[1], y[2], y[3]);
+    }
+  }
+}
+
+bool pow2(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
+
+// v4 eligibility (both directions): whole 16-token words per lane, aligned 16-byte accesses.
+bool channel_v4_ok(const DevFormat& f, int V, const void* x) {
+  if (!tuning().v4) return false;
+  if (f.bits != 2 && f.bits != 4 && f.bits != 8) return false;
+  if (f.D % V != 0 || f.T % 16 != 0 || f.G % 16 != 0) return false;
+  if (f.N * f.T * f.D >= (int64_t(1) << 35)) return false;  // 32-bit unit indices (16 elements per unit and lane)
+  return x == nullptr || (reinterpret_cast<uintptr_t>(x) % 16) == 0;
+}
+
+template <class In, bool PRE>
+void launch_channel_quant_v4(const DevFormat& f, const In* x, DevQuant q, cudaStream_t s) {
+  constexpr int V = 16 / (int)sizeof(In);
+  const int TC = (int)(f.G / 16);
+  const int64_t units = f.N * f.groups * (f.D / V) * TC;
+  const int mm = tuning().minmax, fd = tuning().fastdiv;
+  auto go = [&](auto kern) { kern<<<(unsigned)cdiv(units, 128), 128, 0, s>>>(x, f, q, TC, mm, fd); };
+  if (f.sym) {
+    switch (f.bits) {
+      case 2: go(channel_quant_v4<In, true, 2, PRE>); break;
+      case 4: go(channel_quant_v4<In, true, 4, PRE>); break;
+      default: go(channel_quant_v4<In, true, 8, PRE>); break;
+    }
+  } else {
+    switch (f.bits) {
+      case 2: go(channel_quant_v4<In, false, 2, PRE>); break;
+      case 4: go(channel_quant_v4<In, false, 4, PRE>); break;
+      default: go(channel_quant_v4<In, false, 8, PRE>); break;
+    }
+  }
+  check_launch("channel_quant_v4");
+}
+
+template <int V, bool F16OUT>
+void launch_channel_dequant_v4(const DevFormat& f, DevQuant q, void* out, cudaStream_t s) {
+  const int tcl_log2 = ilog2(tuning().deq_tcl);
+  const int64_t tcl = int64_t(1) << tcl_log2;
+  const int64_t threads = f.N * ((f.T / 16 + tcl - 1) / tcl) * tcl * (f.D / V);
+  const unsigned grid = (unsigned)cdiv(threads, 256);
+  auto go = [&](auto kern) { kern<<<grid, 256, 0, s>>>(f, q, out, tcl_log2); };
+  if (f.sym) {
+    switch (f.bits) {
+      case 2: go(channel_dequant_v4<V, true, 2, F16OUT>); break;
+      case 4: go(channel_dequant_v4<V, true, 4, F16OUT>); break;
+      default: go(channel_dequant_v4<V, true, 8, F16OUT>); break;
+    }
+  } else {
+    switch (f.bits) {
+      case 2: go(channel_dequant_v4<V, false, 2, F16OUT>); break;
+      case 4: go(channel_dequant_v4<V, false, 4, F16OUT>); break;
+      default: go(channel_dequant_v4<V, false, 8, F16OUT>); break;
+    }
+  }
+  check_launch("channel_dequant_v4");
+}
+
 template <class In>
 int64_t channel_tile_smem(const DevFormat& f, int TL) {
   return (((int64_t)TL * f.D * (int64_t)sizeof(In) + 15) / 16) * 16 + f.D * (int64_t)sizeof(GroupParams) +
@@ -265,6 +609,16 @@ void launch_tile(const DevFormat& f, const In* x, DevQuant q, cudaStream_t s, in
 
 template <class In>
 const char* quantize_channel_t(const DevFormat& f, const In* x, DevQuant q, cudaStream_t s) {
+  if (channel_v4_ok(f, 16 / (int)sizeof(In), x)) {
+    if (pow2(f.G / 16) && f.G / 16 <= 32) {
+      launch_channel_quant_v4<In, false>(f, x, q, s);
+      return "v4";
+    }
+    channel_stats_v4<In><<<dim3((unsigned)(f.N * f.groups), (unsigned)cdiv(f.D, 128)), 256, 0, s>>>(x, f, q, tuning().minmax);
+    check_launch("channel_stats_v4");
+    launch_channel_quant_v4<In, true>(f, x, q, s);
+    return "v4-2pass";
+  }
   if (((int64_t)f.G * f.bits) % 8 == 0 && channel_tile_smem<In>(f, f.G) <= kMaxTileSmem) {
     launch_tile<In, false>(f, x, q, s, f.G);
     return "tile";
@@ -289,6 +643,14 @@ const char* quantize_channel(const DevFormat& f, const void* x, InType in, DevQu
 }
 
 const char* dequantize_channel(const DevFormat& f, DevQuant q, void* out, OutType o, cudaStream_t s) {
+  if (o == OutType::F32 && channel_v4_ok(f, 4, nullptr)) {
+    launch_channel_dequant_v4<4, false>(f, q, out, s);
+    return "v4";
+  }
+  if (o == OutType::F16 && channel_v4_ok(f, 8, nullptr)) {
+    launch_channel_dequant_v4<8, true>(f, q, out, s);
+    return "v4";
+  }
   const int b = f.bits;
   if ((b == 1 || b == 2 || b == 4 || b == 8) && f.D % 4 == 0 && (f.G % (32 / b) == 0 || f.groups == 1)) {
     const int smem = (int)f.D * stage_pitch(packed_bytes(128, b));

@@ -3,7 +3,7 @@
 // Rows (tokens) are contiguous in the input and in the output, so one block takes TR whole
 // rows: read once into a padded shared tile, min/max per (row, group) in channel order, codes
 // packed with put_code into staged rows, staged rows written out as one contiguous run.
-#include "tile.cuh"
+#include "fastq.cuh"
 
 namespace kvlab::gpu {
 namespace {
@@ -194,6 +194,251 @@ __global__ void __launch_bounds__(256) token_dequant_warp(DevFormat f, DevQuant 
   }
 }
 
+// ---- v4: 16 or 32 elements (V) per lane for quantize (LPR = D/V lanes per row, 32/LPR rows per warp),
+// so the per-row work (shuffles, params_of, RN(1/s), write_params) is shared by V elements; persistent grid;
+// codes through fastq.cuh (reciprocal + Markstein quotient, magic-number rounding, codes
+// packed by adding biased floats). 8 (f16 out) or 4 (f32 out) elements per lane for
+// dequantize: one 16-byte store per lane and row, codes converted without I2F.
+// Pairwise min/max tree with compile-time strides (a runtime-stride loop left the arrays on
+// the stack at V = 32).
+__device__ __forceinline__ float vmin(float a, float b) { return fminf(a, b); }
+__device__ __forceinline__ float vmax(float a, float b) { return fmaxf(a, b); }
+__device__ __forceinline__ __half2 vmin(__half2 a, __half2 b) { return __hmin2(a, b); }
+__device__ __forceinline__ __half2 vmax(__half2 a, __half2 b) { return __hmax2(a, b); }
+template <int W, class T>
+__device__ __forceinline__ void tree_minmax(T* a, T* b) {
+#pragma unroll
+  for (int j = 0; j < W; ++j) a[j] = vmin(a[j], a[j + W]), b[j] = vmax(b[j], b[j + W]);
+  if constexpr (W > 1) tree_minmax<W / 2>(a, b);
+}
+
+template <class In, int V, bool SYM, int BITS>
+__global__ void __launch_bounds__(256) token_quant_v4(const In* __restrict__ x, DevFormat f, DevQuant q, int lpr_log2,
+                                                      int gl_log2, int mm, int allow_fast, int ldg) {
+  constexpr int R = (V == 16 && sizeof(In) == 2) ? 2 : 1, NQ = V * (int)sizeof(In) / 16, NW = V * BITS / 32;
+  const int D = (int)f.D, RPW_LOG2 = 5 - lpr_log2;
+  const int lane = threadIdx.x & 31, lr = lane & ((1 << lpr_log2) - 1), sub = lane >> lpr_log2;
+  const int g = lr >> gl_log2, groups = (int)f.groups;
+  const bool first = (lr & ((1 << gl_log2) - 1)) == 0;
+  const int64_t total = f.N * f.T;
+  const int64_t warps = (int64_t)gridDim.x * (blockDim.x >> 5);
+  // Persistent: warp iteration ws takes rows [ws * R * RPW, (ws + 1) * R * RPW): R rows per lane.
+  for (int64_t ws = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); ((ws * R) << RPW_LOG2) < total;
+       ws += warps) {
+    const int64_t row0 = ((ws * R) << RPW_LOG2) + sub;
+    uint4 raw[R][NQ];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const int64_t row = row0 + ((int64_t)r << RPW_LOG2);
+      const uint4* src = reinterpret_cast<const uint4*>(x + row * D + lr * V);
+#pragma unroll
+      for (int k = 0; k < NQ; ++k)  // a lane's 16-byte pieces share 32-byte sectors: __ldg lets L1 serve the second half
+        raw[r][k] = row < total ? (ldg ? __ldg(src + k) : __ldcs(src + k)) : make_uint4(0u, 0u, 0u, 0u);
+    }
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const int64_t row = row0 + ((int64_t)r << RPW_LOG2);
+      float v[V];
+#pragma unroll
+      for (int k = 0; k < NQ; ++k) {
+        const uint32_t u[4] = {raw[r][k].x, raw[r][k].y, raw[r][k].z, raw[r][k].w};
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          if (sizeof(In) == 2) {
+            v[k * 8 + 2 * e] = half_to_float((uint16_t)(u[e] & 0xffffu));
+            v[k * 8 + 2 * e + 1] = half_to_float((uint16_t)(u[e] >> 16));
+          } else {
+            v[k * 4 + e] = __uint_as_float(u[e]);
+          }
+        }
+      }
+      float mn, mx;
+      if (mm && sizeof(In) == 2) {  // fp16: HMNMX2 on the raw pairs (fastq.cuh: proven = total order)
+        __half2 a[V / 2], b[V / 2];
+#pragma unroll
+        for (int k = 0; k < NQ; ++k) {
+          const uint32_t u[4] = {raw[r][k].x, raw[r][k].y, raw[r][k].z, raw[r][k].w};
+#pragma unroll
+          for (int e = 0; e < 4; ++e) a[k * 4 + e] = b[k * 4 + e] = *reinterpret_cast<const __half2*>(&u[e]);
+        }
+        tree_minmax<V / 4>(a, b);
+        mn = f_min(__low2float(a[0]), __high2float(a[0]));
+        mx = f_max(__low2float(b[0]), __high2float(b[0]));
+        for (int o = 1; o < (1 << gl_log2); o <<= 1) {
+          mn = fminf(mn, __shfl_xor_sync(0xffffffffu, mn, o));
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+        }
+      } else if (mm) {
+        float a[V / 2], b[V / 2];
+#pragma unroll
+        for (int j = 0; j < V / 2; ++j) a[j] = fminf(v[2 * j], v[2 * j + 1]), b[j] = fmaxf(v[2 * j], v[2 * j + 1]);
+        tree_minmax<V / 4>(a, b);
+        mn = a[0], mx = b[0];
+        for (int o = 1; o < (1 << gl_log2); o <<= 1) {
+          mn = fminf(mn, __shfl_xor_sync(0xffffffffu, mn, o));
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+        }
+      } else {
+        int32_t kmn = ord_key(v[0]), kmx = kmn;
+#pragma unroll
+        for (int j = 1; j < V; ++j) {
+          const int32_t kj = ord_key(v[j]);
+          kmn = min(kmn, kj), kmx = max(kmx, kj);
+        }
+        for (int o = 1; o < (1 << gl_log2); o <<= 1) {
+          kmn = min(kmn, __shfl_xor_sync(0xffffffffu, kmn, o));
+          kmx = max(kmx, __shfl_xor_sync(0xffffffffu, kmx, o));
+        }
+        mn = key_float(kmn), mx = key_float(kmx);
+      }
+      const GroupParams p = params_of(mn, mx, BITS, SYM ? 1 : 0, f.half_params);
+      if (row < total && first) write_params(q, row * groups + g, p, SYM ? 1 : 0, f.half_params);
+      const QP qp = make_qp(p, allow_fast);
+      uint32_t w[NW];
+      pack_run<SYM, BITS, V>(v, qp, p, w);
+      if (row < total) {
+        uint8_t* dst = q.codes + row * f.row_bytes + lr * NW * 4;
+#pragma unroll
+        for (int k = 0; k < NW; k += 4) {  // 4, 8 or 16-byte stores
+          if constexpr (NW == 1) *reinterpret_cast<uint32_t*>(dst) = w[0];
+          else if constexpr (NW == 2) *reinterpret_cast<uint2*>(dst) = make_uint2(w[0], w[1]);
+          else *reinterpret_cast<uint4*>(dst + 4 * k) = make_uint4(w[k], w[k + 1], w[k + 2], w[k + 3]);
+        }
+      }
+    }
+  }
+}
+
+template <int V, bool SYM, int BITS, bool F16OUT>
+__global__ void __launch_bounds__(256) token_dequant_v4(DevFormat f, DevQuant q, void* __restrict__ out) {
+  constexpr int R = 4, NB = V * BITS / 8;  // code bytes per lane and row (1..8)
+  constexpr int NWD = NB > 4 ? NB / 4 : 1;
+  const int D = (int)f.D, LPR = D / V, RPW = 32 / LPR;
+  const int lane = threadIdx.x & 31, lr = lane & (LPR - 1), sub = lane / LPR;
+  const int g = lr * V / f.G, groups = (int)f.groups;
+  const int64_t total = f.N * f.T;
+  const int64_t row0 = ((int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5)) * RPW * R + sub;
+  uint32_t w[R][NWD];
+  float sc[R], ze[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const int64_t row = row0 + (int64_t)r * RPW;
+    if (row >= total) continue;
+    const uint8_t* src = q.codes + row * f.row_bytes + lr * NB;
+    if (NB == 8) {
+      const uint2 t = __ldg(reinterpret_cast<const uint2*>(src));
+      w[r][0] = t.x, w[r][NWD - 1] = t.y;
+    } else if (NB == 4) {
+      w[r][0] = __ldg(reinterpret_cast<const uint32_t*>(src));
+    } else if (NB == 2) {
+      w[r][0] = __ldg(reinterpret_cast<const uint16_t*>(src));
+    } else {
+      w[r][0] = __ldg(src);
+    }
+    const int64_t pi = row * groups + g;
+    sc[r] = load_param(q.scale, pi, f.half_params);
+    ze[r] = SYM ? 0.0f : load_param(q.zero, pi, f.half_params);
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const int64_t row = row0 + (int64_t)r * RPW;
+    if (row >= total) continue;
+    float y[V];
+#pragma unroll
+    for (int j = 0; j < V; ++j)
+      y[j] = dequant_word<SYM, BITS>(w[r][(j * BITS) / 32], j % (32 / BITS), sc[r], ze[r]);
+    const int64_t e = row * D + lr * V;
+    if (F16OUT) {
+      static_assert(!F16OUT || V == 8, "f16 out: 8 per lane");
+      *reinterpret_cast<uint4*>(static_cast<uint16_t*>(out) + e) =
+          make_uint4(half2_bits(y[0], y[1]), half2_bits(y[2 % V], y[3 % V]), half2_bits(y[4 % V], y[5 % V]),
+                     half2_bits(y[6 % V], y[7 % V]));
+    } else {
+      static_assert(F16OUT || V == 4, "f32 out: 4 per lane");
+      *reinterpret_cast<float4*>(static_cast<float*>(out) + e) = make_float4(y[0], y[1 % V], y[2 % V], y[3 % V]);
+    }
+  }
+}
+
+bool pow2(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
+
+// v4 eligibility: lanes per row and per group powers of two, whole words of codes per lane.
+bool token_v4_ok(const DevFormat& f, int V, const void* x) {
+  if (!tuning().v4) return false;
+  if (f.bits != 2 && f.bits != 4 && f.bits != 8) return false;
+  if (f.D % V != 0 || !pow2(f.D / V) || f.D / V > 32) return false;
+  if (f.G % V != 0 || !pow2(f.G / V) || f.G > f.D) return false;
+  return x == nullptr || (reinterpret_cast<uintptr_t>(x) % 16) == 0;
+}
+
+template <class In, int V>
+void launch_token_quant_v4_t(const DevFormat& f, const In* x, DevQuant q, cudaStream_t s) {
+  const int lpr_log2 = ilog2(f.D / V), gl_log2 = ilog2(f.G / V);
+  const int R = (V == 16 && sizeof(In) == 2) ? 2 : 1;
+  const int64_t warps = cdiv(f.N * f.T, (int64_t)R << (5 - lpr_log2));
+  const int mm = tuning().minmax, fd = tuning().fastdiv;
+  const int ldg = tuning().ldg;
+  auto go = [&](auto kern) {
+    kern<<<persistent_grid(kern, 256, cdiv(warps, 8)), 256, 0, s>>>(x, f, q, lpr_log2, gl_log2, mm, fd, ldg);
+  };
+  if (f.sym) {
+    switch (f.bits) {
+      case 2: go(token_quant_v4<In, V, true, 2>); break;
+      case 4: go(token_quant_v4<In, V, true, 4>); break;
+      default: go(token_quant_v4<In, V, true, 8>); break;
+    }
+  } else {
+    switch (f.bits) {
+      case 2: go(token_quant_v4<In, V, false, 2>); break;
+      case 4: go(token_quant_v4<In, V, false, 4>); break;
+      default: go(token_quant_v4<In, V, false, 8>); break;
+    }
+  }
+  check_launch("token_quant_v4");
+}
+
+// fp16 input: V = 32 elements per lane where the groups allow it (per-row work over more
+// elements; measured faster), else 16; fp32 input: 16 (32 measured slower: 64-byte lanes).
+int token_quant_v(const DevFormat& f, int elem, const void* x) {
+  const int want = tuning().tok_v ? tuning().tok_v : (elem == 2 ? 32 : 16);
+  if (want == 32 && token_v4_ok(f, 32, x)) return 32;
+  return token_v4_ok(f, 16, x) ? 16 : 0;
+}
+template <class In>
+bool launch_token_quant_v4(const DevFormat& f, const In* x, DevQuant q, cudaStream_t s) {
+  if (token_quant_v(f, (int)sizeof(In), x) == 32) {
+    launch_token_quant_v4_t<In, 32>(f, x, q, s);
+    return true;
+  }
+  if (token_v4_ok(f, 16, x)) {
+    launch_token_quant_v4_t<In, 16>(f, x, q, s);
+    return true;
+  }
+  return false;
+}
+
+template <int V, bool F16OUT>
+void launch_token_dequant_v4(const DevFormat& f, DevQuant q, void* out, cudaStream_t s) {
+  const int RPW = 32 / (int)(f.D / V);
+  const int64_t warps = cdiv(f.N * f.T, (int64_t)RPW * 4);
+  const unsigned grid = (unsigned)cdiv(warps, 8);
+  auto go = [&](auto kern) { kern<<<grid, 256, 0, s>>>(f, q, out); };
+  if (f.sym) {
+    switch (f.bits) {
+      case 2: go(token_dequant_v4<V, true, 2, F16OUT>); break;
+      case 4: go(token_dequant_v4<V, true, 4, F16OUT>); break;
+      default: go(token_dequant_v4<V, true, 8, F16OUT>); break;
+    }
+  } else {
+    switch (f.bits) {
+      case 2: go(token_dequant_v4<V, false, 2, F16OUT>); break;
+      case 4: go(token_dequant_v4<V, false, 4, F16OUT>); break;
+      default: go(token_dequant_v4<V, false, 8, F16OUT>); break;
+    }
+  }
+  check_launch("token_dequant_v4");
+}
+
 bool token_warp_ok(const DevFormat& f, const void* x, int elem) {
   const int V = 4;
   if (f.D != 32 * V || f.G % V != 0 || f.G > f.D) return false;
@@ -205,6 +450,7 @@ bool token_warp_ok(const DevFormat& f, const void* x, int elem) {
 
 template <class In>
 const char* quantize_token_t(const DevFormat& f, const In* x, DevQuant q, cudaStream_t s) {
+  if (launch_token_quant_v4<In>(f, x, q, s)) return token_quant_v(f, (int)sizeof(In), x) == 32 ? "v4-32" : "v4-16";
   if (token_warp_ok(f, x, (int)sizeof(In))) {
     constexpr int R = 4;
     const int64_t warps = cdiv(f.N * f.T, R);
@@ -228,6 +474,14 @@ const char* quantize_token(const DevFormat& f, const void* x, InType in, DevQuan
 }
 
 const char* dequantize_token(const DevFormat& f, DevQuant q, void* out, OutType o, cudaStream_t s) {
+  if (o == OutType::F16 && token_v4_ok(f, 8, nullptr)) {
+    launch_token_dequant_v4<8, true>(f, q, out, s);
+    return "v4";
+  }
+  if (o == OutType::F32 && token_v4_ok(f, 4, nullptr)) {
+    launch_token_dequant_v4<4, false>(f, q, out, s);
+    return "v4";
+  }
   if (token_warp_ok(f, nullptr, 1)) {
     constexpr int R = 4;
     const int64_t warps = cdiv(f.N * f.T, R);

@@ -1,6 +1,7 @@
 // Helpers shared by the kernel families: element loads, parameter storage, the recipe calls
 // (KvlabRecipe from core/include/kvlab/recipe.h, never re-implemented here) and tile copies.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -150,14 +151,13 @@ __device__ __forceinline__ void store_out4(void* out, int64_t e, const float y[4
 
 // Copy n raw input elements (contiguous) into shared memory, 16-byte vectors when both ends
 // allow it, U loads in flight per thread.
-template <class In>
+template <class In, int U = 4>
 __device__ __forceinline__ void load_raw(In* tile, const In* x, int n) {
   const bool vec = ((reinterpret_cast<uintptr_t>(x) & 15u) == 0) && ((n * (int)sizeof(In)) % 16 == 0);
   if (vec) {
     const int nv = n * (int)sizeof(In) / 16;
     const uint4* src = reinterpret_cast<const uint4*>(x);
     uint4* dst = reinterpret_cast<uint4*>(tile);
-    constexpr int U = 4;
     for (int base = threadIdx.x; base < nv; base += U * blockDim.x) {
       uint4 v[U];
 #pragma unroll
@@ -186,5 +186,26 @@ inline void check_launch(const char* what) {
 }
 
 inline int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+inline int ilog2(int64_t v) {
+  int l = 0;
+  while ((int64_t(1) << (l + 1)) <= v) ++l;
+  return l;
+}
+
+// Blocks for a persistent launch: as many as fit on the device at once.
+template <class K>
+inline unsigned persistent_grid(K kern, int threads, int64_t work_blocks) {
+  static int sms = 0;
+  if (sms == 0) {
+    cudaDeviceProp p{};
+    cudaGetDeviceProperties(&p, 0);
+    sms = p.multiProcessorCount;
+  }
+  int per_sm = 0;
+  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, threads, 0);
+  return (unsigned)std::max<int64_t>(1, std::min<int64_t>(work_blocks, (int64_t)std::max(per_sm, 1) * sms));
+}
+
 
 }  // namespace kvlab::gpu

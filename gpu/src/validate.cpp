@@ -114,37 +114,56 @@ const char* kFormats[] = {
     "scheme=asym,bits=2,axis=channel,group=128,params=fp16,profile=kvlab,boost=0.125",
 };
 
-ValidationRow check(const Data& d, const QuantizerSpec& spec, bool half_in) {
-  ValidationRow row{d.name, to_string(spec), half_in ? "f16" : "f32", "", numel(d.shape), 0, 0, 0.0, ""};
+// One row per kernel preset: the CPU reference is computed once, the GPU side per preset.
+void check(const Data& d, const QuantizerSpec& spec, bool half_in, const std::vector<std::string>& presets,
+           std::vector<ValidationRow>& rows) {
   const TensorView x = half_in ? TensorView{d.f16.data(), DType::F16, d.shape} : TensorView{d.f32.data(), DType::F32, d.shape};
-  QuantizedTensor cpu, gq;
-  std::string cpu_err, gpu_err;
+  QuantizedTensor cpu;
+  std::string cpu_err;
   try { cpu = kvlab::quantize(x, spec); } catch (const std::invalid_argument& e) { cpu_err = e.what(); }
-  try { gq = gpu::quantize(x, spec, &row.variant); } catch (const std::invalid_argument& e) { gpu_err = e.what(); }
-  if (!cpu_err.empty() || !gpu_err.empty()) {
-    if (!cpu_err.empty() && !gpu_err.empty()) row.note = "both reject";
-    else {
-      row.mismatches = 1;
-      row.note = cpu_err.empty() ? "GPU rejects: " + gpu_err : "CPU rejects, GPU accepts: " + cpu_err;
+  std::vector<float> r32;
+  std::vector<uint16_t> r16;
+  std::vector<uint8_t> rc;
+  if (cpu_err.empty()) r32 = kvlab::dequantize(cpu), r16 = kvlab::dequantize_half(cpu), rc = kvlab::unpack_codes(cpu);
+  for (const std::string& preset : presets) {
+    use_kernel_preset(preset);
+    ValidationRow row{d.name, to_string(spec), half_in ? "f16" : "f32", "", numel(d.shape), 0, 0, 0.0, ""};
+    QuantizedTensor gq;
+    std::string gpu_err;
+    try { gq = gpu::quantize(x, spec, &row.variant); } catch (const std::invalid_argument& e) { gpu_err = e.what(); }
+    row.variant = preset + ":" + row.variant;
+    if (!cpu_err.empty() || !gpu_err.empty()) {
+      if (!cpu_err.empty() && !gpu_err.empty()) row.note = "both reject";
+      else {
+        row.mismatches = 1;
+        row.note = cpu_err.empty() ? "GPU rejects: " + gpu_err : "CPU rejects, GPU accepts: " + cpu_err;
+      }
+      rows.push_back(row);
+      continue;
     }
-    return row;
+    auto add = [&](int64_t bytes, int64_t mism) { row.bytes += bytes; row.mismatches += mism; };
+    add((int64_t)cpu.codes.size(), diff_bytes(cpu.codes, gq.codes));
+    add((int64_t)cpu.scale.size() * 4, diff_bytes(cpu.scale, gq.scale));
+    add((int64_t)cpu.zero.size() * 4, diff_bytes(cpu.zero, gq.zero));
+    add((int64_t)cpu.high.size(), diff_bytes(cpu.high, gq.high));
+    add((int64_t)cpu.boost_index.size(), diff_bytes(cpu.boost_index, gq.boost_index));
+    // Unpack + dequantize on the GPU from the CPU's packed tensor.
+    const std::vector<float> g32 = gpu::dequantize(cpu);
+    add((int64_t)r32.size() * 4, diff_bytes(r32, g32));
+    for (size_t i = 0; i < r32.size() && i < g32.size(); ++i)
+      row.max_abs_diff = std::max(row.max_abs_diff, (double)std::fabs(r32[i] - g32[i]));
+    const std::vector<uint16_t> g16 = gpu::dequantize_half(cpu);
+    add((int64_t)r16.size() * 2, diff_bytes(r16, g16));
+    const std::vector<uint8_t> gc = gpu::unpack_codes(cpu);
+    add((int64_t)rc.size(), diff_bytes(rc, gc));
+    rows.push_back(row);
   }
-  auto add = [&](int64_t bytes, int64_t mism) { row.bytes += bytes; row.mismatches += mism; };
-  add((int64_t)cpu.codes.size(), diff_bytes(cpu.codes, gq.codes));
-  add((int64_t)cpu.scale.size() * 4, diff_bytes(cpu.scale, gq.scale));
-  add((int64_t)cpu.zero.size() * 4, diff_bytes(cpu.zero, gq.zero));
-  add((int64_t)cpu.high.size(), diff_bytes(cpu.high, gq.high));
-  add((int64_t)cpu.boost_index.size(), diff_bytes(cpu.boost_index, gq.boost_index));
-  // Unpack + dequantize on the GPU from the CPU's packed tensor.
-  const std::vector<float> r32 = kvlab::dequantize(cpu), g32 = gpu::dequantize(cpu);
-  add((int64_t)r32.size() * 4, diff_bytes(r32, g32));
-  for (size_t i = 0; i < r32.size() && i < g32.size(); ++i)
-    row.max_abs_diff = std::max(row.max_abs_diff, (double)std::fabs(r32[i] - g32[i]));
-  const std::vector<uint16_t> r16 = kvlab::dequantize_half(cpu), g16 = gpu::dequantize_half(cpu);
-  add((int64_t)r16.size() * 2, diff_bytes(r16, g16));
-  const std::vector<uint8_t> rc = kvlab::unpack_codes(cpu), gc = gpu::unpack_codes(cpu);
-  add((int64_t)rc.size(), diff_bytes(rc, gc));
-  return row;
+  use_kernel_preset("v4");
+}
+
+ValidationRow arith_row(const char* name, const char* what, ArithCheck c) {
+  ValidationRow r{name, what, "-", "device", c.checked, c.checked, c.mismatches, 0.0, ""};
+  return r;
 }
 
 }  // namespace
@@ -156,6 +175,12 @@ std::vector<ValidationRow> validate(const ValidateOptions& opt) {
   }, false));
   data.push_back(adversarial("adversarial", {2, 2, 77, 72}, opt.seed));
   data.push_back(adversarial("adversarial-odd", {1, 3, 45, 50}, opt.seed + 1));
+  // T = 368 = 23 * 16: the v4 kernels' shapes with a short last group / page (112 of 128 tokens,
+  // 16 of 32) and a v4-2pass whole-axis group whose token lanes are not a power of two.
+  data.push_back(make("random-368", {2, 2, 368, 128}, [&](int64_t, int64_t, int64_t, int64_t i) {
+    return (float)(uniform(opt.seed + 5, i) * 6.0 - 2.0);
+  }, false));
+  data.push_back(adversarial("adversarial-368", {1, 2, 368, 128}, opt.seed + 2));
   if (!opt.small) {
     data.push_back(llama_keys(opt.seed));
     data.push_back(llama_values(opt.seed));
@@ -170,30 +195,53 @@ std::vector<ValidationRow> validate(const ValidateOptions& opt) {
   }
   std::vector<ValidationRow> rows;
   if (!opt.small) {  // the device's fp16 conversions (hardware cvt) against half.h's integer reference
-    ValidationRow r{"exhaustive", "fp16-cvt:hw-vs-soft,all-65536-halves+all-2^32-floats,no-NaN(count=values)", "-", "cvt",
+    ValidationRow r{"exhaustive", "fp16-cvt:hw+F2FP-pack-vs-soft,all-65536-halves+all-2^32-floats(x3),no-NaN", "-", "cvt",
                     0, 0, 0, 0.0, ""};
     int64_t checked = 0;
     r.mismatches = half_conversion_mismatches(&checked);
     r.elements = checked;
     r.bytes = checked;
     rows.push_back(r);
+    // fastq.cuh: Markstein quotient vs __fdiv_rn, and hardware min/max vs the total order.
+    if (opt.exhaustive_div)
+      rows.push_back(arith_row("exhaustive", "fastdiv:all-2^23-scales-x-all-2^23-numerators+2^30-edge-codes",
+                               check_fast_division(0)));
+    else
+      rows.push_back(arith_row("fastdiv", "fastdiv:all-2^23-scales-x-2^16-numerators+2^26-edge-codes",
+                               check_fast_division(1u << 16)));
+    rows.push_back(arith_row("minmax", "HMNMX2:all-half-pairs,FMNMX:signed-zeros+2^28-random-pairs", check_hw_minmax()));
   }
+  if (opt.arith_only) return rows;
+  const std::vector<std::string> presets = opt.presets.empty() ? kernel_presets() : opt.presets;
   for (const Data& d : data)
     for (const char* s : kFormats) {
+      if (!opt.only.empty() && std::string(s).find(opt.only) == std::string::npos) continue;
       const QuantizerSpec spec = parse_quantizer(s);
       const int64_t L = spec.axis == Axis::Channel ? d.shape[d.shape.size() - 2] : d.shape.back();
       if (spec.group > L) continue;  // group larger than this shape's axis: not a case
-      for (bool half_in : {true, false}) rows.push_back(check(d, spec, half_in));
+      for (bool half_in : {true, false}) check(d, spec, half_in, presets, rows);
     }
   return rows;
 }
 
+ArithCheck check_fast_division(uint32_t per_scale, uint32_t scale_step) {
+  ArithCheck c;
+  c.mismatches = fastdiv_mismatches(per_scale, scale_step, &c.checked);
+  return c;
+}
+
+ArithCheck check_hw_minmax() {
+  ArithCheck c;
+  c.mismatches = minmax_mismatches(&c.checked);
+  return c;
+}
+
 void print_validation(const std::vector<ValidationRow>& rows, std::FILE* out) {
-  std::fprintf(out, "%-16s %-70s %-3s %-8s %10s %12s %10s %10s  %s\n", "data", "format", "in", "kernel", "elements",
+  std::fprintf(out, "%-16s %-70s %-3s %-16s %10s %12s %10s %10s  %s\n", "data", "format", "in", "kernel", "elements",
                "bytes", "mismatch", "max|diff|", "note");
   int64_t bad = 0;
   for (const auto& r : rows) {
-    std::fprintf(out, "%-16s %-70s %-3s %-8s %10lld %12lld %10lld %10.3g  %s\n", r.data.c_str(), r.format.c_str(),
+    std::fprintf(out, "%-16s %-70s %-3s %-16s %10lld %12lld %10lld %10.3g  %s\n", r.data.c_str(), r.format.c_str(),
                  r.input.c_str(), r.variant.c_str(), (long long)r.elements, (long long)r.bytes, (long long)r.mismatches,
                  r.max_abs_diff, r.note.c_str());
     bad += r.mismatches;

@@ -1,4 +1,5 @@
-// kvlab-gpu validate [--small] [--seed N] [--raw NAME:D0,D1,..:FILE]... | bench [--reps N] [--elements N] [--only TEXT]
+// kvlab-gpu validate [--small] [--seed N] [--exhaustive-div] [--preset P]... [--raw NAME:D0,D1,..:FILE]...
+//         | bench [--reps N] [--warmup N] [--elements N] [--only TEXT] [--preset P]...
 // Plain argv parsing, so it builds with -DKVLAB_GPU_ONLY=ON (no CLI11 on the GPU machine).
 // Exit status: 0 ok, 1 mismatch, 2 no CUDA device, 3 usage or error.
 #include <cstdio>
@@ -13,8 +14,9 @@
 namespace {
 int usage() {
   std::fprintf(stderr,
-               "usage: kvlab-gpu validate [--small] [--seed N] [--raw NAME:D0,D1,...:FILE.f32]...\n"
-               "       kvlab-gpu bench [--reps N] [--elements N] [--only TEXT]\n");
+               "usage: kvlab-gpu validate [--small] [--seed N] [--exhaustive-div] [--arith-only] [--preset P]... [--raw NAME:D0,D1,...:FILE.f32]...\n"
+               "       kvlab-gpu bench [--reps N] [--warmup N] [--elements N] [--only TEXT] [--preset P]...\n"
+               "presets: v4 (default kernels), v4-ieee, v4-keys, v4-alt, v3; none given: all\n");
   return 3;
 }
 // NAME:D0,D1,...:FILE -> little-endian float32 values of that shape (how scripts/gpu_check.sh
@@ -60,6 +62,9 @@ int main(int argc, char** argv) {
         if (!std::strcmp(argv[i], "--small")) o.small = true;
         else if (!std::strcmp(argv[i], "--seed") && i + 1 < argc) o.seed = std::strtoull(argv[++i], nullptr, 10);
         else if (!std::strcmp(argv[i], "--raw") && i + 1 < argc) o.extra.push_back(read_raw(argv[++i]));
+        else if (!std::strcmp(argv[i], "--exhaustive-div")) o.exhaustive_div = true;
+        else if (!std::strcmp(argv[i], "--arith-only")) o.arith_only = true;
+        else if (!std::strcmp(argv[i], "--preset") && i + 1 < argc) o.presets.push_back(argv[++i]);
         else return usage();
       }
       std::printf("device: %s\n", kvlab::gpu::device_name().c_str());
@@ -74,9 +79,11 @@ int main(int argc, char** argv) {
       if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) o.reps = std::atoi(argv[++i]);
       else if (!std::strcmp(argv[i], "--elements") && i + 1 < argc) o.elements = std::atoll(argv[++i]);
       else if (!std::strcmp(argv[i], "--only") && i + 1 < argc) o.only = argv[++i];
+      else if (!std::strcmp(argv[i], "--warmup") && i + 1 < argc) o.warmup = std::atoi(argv[++i]);
+      else if (!std::strcmp(argv[i], "--preset") && i + 1 < argc) o.presets.push_back(argv[++i]);
       else return usage();
     }
-    if (o.reps < 1) return usage();
+    if (o.reps < 1 || o.warmup < 0) return usage();
     kvlab::gpu::print_bench(kvlab::gpu::bench(o), stdout);
     return 0;
   } catch (const std::exception& e) {

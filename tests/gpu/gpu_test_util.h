@@ -2,6 +2,7 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -15,10 +16,27 @@
 
 namespace kvlab::gpu::test {
 
+// Kernel presets to check: all, or the comma list in KVLAB_GPU_TEST_PRESETS (scripts/gpu_check.sh
+// narrows it under compute-sanitizer to the presets with new memory access patterns).
+inline std::vector<std::string> test_presets() {
+  std::vector<std::string> out;
+  const char* e = std::getenv("KVLAB_GPU_TEST_PRESETS");
+  if (!e || !*e) return out;
+  std::string s = e;
+  for (size_t p = 0; p <= s.size();) {
+    const size_t q = std::min(s.find(',', p), s.size());
+    if (q > p) out.push_back(s.substr(p, q - p));
+    p = q + 1;
+  }
+  return out;
+}
+
 // Validation rows of the small data sets (no llama3 size) whose format contains `needle`.
 inline std::vector<ValidationRow> rows_with(const std::string& needle) {
   ValidateOptions o;
   o.small = true;
+  o.only = needle;
+  o.presets = test_presets();
   std::vector<ValidationRow> out;
   for (auto& r : validate(o))
     if (r.format.find(needle) != std::string::npos) out.push_back(r);
