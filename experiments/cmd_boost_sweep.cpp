@@ -133,7 +133,7 @@ static void add_boost_sweep(CLI::App& app) {
   c->add_option("dump", a->dump, "dump file (default: the built-in dump); or synthetic:PRESET[:tokens=N,layers=N,seed=N]");
   c->add_option("--method", a->method, "base Kitty spec (its boost is replaced by each rate)")->capture_default_str();
   c->add_option("--rates", a->rates, "boost rates in [0, 1], comma-separated")->capture_default_str();
-  c->add_option("--selectors", a->selectors, "magnitude, random, variance, oracle")->capture_default_str();
+  c->add_option("--selectors", a->selectors, "magnitude, random, variance, oracle, prefix-magnitude")->capture_default_str();
   c->add_option("--seeds", a->seeds, "random selector: seeds 0..N-1")->capture_default_str();
   c->add_option("--calib-tokens", a->calib_tokens, "oracle's calibration prefix in tokens (0: T/2)")->capture_default_str();
   c->add_option("--calib-queries", a->calib_queries, "oracle: the prefix's last N queries")->capture_default_str();

@@ -43,7 +43,7 @@ void page_scores(Selector s, const float* x, int64_t G, int64_t D, double* score
 }  // namespace
 
 const std::vector<std::string>& selector_names() {
-  static const std::vector<std::string> names{"magnitude", "random", "variance", "oracle"};
+  static const std::vector<std::string> names{"magnitude", "random", "variance", "oracle", "prefix-magnitude"};
   return names;
 }
 
@@ -76,7 +76,7 @@ std::vector<Selector> parse_selectors(const std::string& list) {
 }
 
 std::vector<int32_t> select_boost_channels(Selector s, const Tensor& keys, int64_t G, int64_t k, uint64_t seed,
-                                           const std::vector<double>& oracle_scores) {
+                                           const std::vector<double>& static_scores) {
   if (keys.shape.size() != 3) throw std::invalid_argument("select_boost_channels: keys must be (H, n, D)");
   const int64_t H = keys.shape[0], n = keys.shape[1], D = keys.shape[2];
   if (G < 1 || n % G != 0)
@@ -85,17 +85,17 @@ std::vector<int32_t> select_boost_channels(Selector s, const Tensor& keys, int64
   if (k < 0 || k > D)
     throw std::invalid_argument("select_boost_channels: k=" + std::to_string(k) + " is outside [0, " +
                                 std::to_string(D) + "]");
-  if (s == Selector::Oracle && (int64_t)oracle_scores.size() != H * D)
-    throw std::invalid_argument("select_boost_channels: oracle needs " + std::to_string(H * D) + " scores, got " +
-                                std::to_string(oracle_scores.size()));
+  if (is_static(s) && (int64_t)static_scores.size() != H * D)
+    throw std::invalid_argument(std::string("select_boost_channels: ") + to_string(s) + " needs " +
+                                std::to_string(H * D) + " scores, got " + std::to_string(static_scores.size()));
   const int64_t P = n / G;
   std::vector<int32_t> out(H * P * k);
   std::vector<double> score(D);
   for (int64_t h = 0; h < H; ++h)
     for (int64_t p = 0; p < P; ++p) {
       int32_t* row = &out[(h * P + p) * k];
-      if (s == Selector::Oracle) {
-        top_channels(&oracle_scores[h * D], D, k, row);
+      if (is_static(s)) {
+        top_channels(&static_scores[h * D], D, k, row);
       } else if (s == Selector::Random) {
         // one stream per (seed, head, page): a page's choice does not depend on the others
         std::seed_seq seq{(uint32_t)seed, (uint32_t)(seed >> 32), (uint32_t)h, (uint32_t)p};

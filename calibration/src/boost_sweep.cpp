@@ -48,6 +48,18 @@ std::vector<double> oracle_scores(const LayerQKV& x, const MethodSpec& m, int64_
   return score;
 }
 
+// PrefixMagnitude scores per (kv head, channel): mean |k| over the prefix's quantized keys.
+std::vector<double> prefix_magnitude(const LayerQKV& x, const MethodSpec& m, int64_t calib) {
+  const int64_t Hkv = x.k.shape[0], T = x.k.shape[1], D = x.k.shape[2];
+  const int64_t kb = std::min<int64_t>(m.sink, calib), ke = kb + (calib - kb) / m.group * m.group;
+  std::vector<double> score(Hkv * D);
+  for (int64_t g = 0; g < Hkv; ++g) {
+    const std::vector<ChannelStats> st = channel_stats(&x.k.data[g * T * D], D, kb, ke);
+    for (int64_t c = 0; c < D; ++c) score[g * D + c] = st[c].mean_abs;
+  }
+  return score;
+}
+
 struct Run {
   Selector selector;
   double rate;
@@ -122,10 +134,12 @@ SweepResult boost_sweep(const EvalShape& shape, const LayerLoader& load, const S
   res.method = to_string(m);
   res.layers = resolve_layers(o.layers, shape.num_layers);
   const bool oracle = std::find(o.selectors.begin(), o.selectors.end(), Selector::Oracle) != o.selectors.end();
+  const bool prefix_mag =
+      std::find(o.selectors.begin(), o.selectors.end(), Selector::PrefixMagnitude) != o.selectors.end();
   res.calib_tokens = o.calib_tokens > 0 ? o.calib_tokens : T / 2;
   if (res.calib_tokens >= T) fail("--calib-tokens " + std::to_string(res.calib_tokens) + " leaves no token to evaluate");
-  if (oracle && res.calib_tokens < (int64_t)m.sink + m.group)
-    fail("--calib-tokens " + std::to_string(res.calib_tokens) + " holds no key group for the oracle (need >= sink " +
+  if ((oracle || prefix_mag) && res.calib_tokens < (int64_t)m.sink + m.group)
+    fail("--calib-tokens " + std::to_string(res.calib_tokens) + " holds no key group for the static selectors (need >= sink " +
          std::to_string(m.sink) + " + group " + std::to_string(m.group) + ")");
   QuerySelection qsel = o.queries;
   if (qsel.mode == QuerySelection::Mode::Last && qsel.n == 0) qsel.n = std::min<int64_t>(256, T - res.calib_tokens);
@@ -155,6 +169,7 @@ SweepResult boost_sweep(const EvalShape& shape, const LayerLoader& load, const S
     const LayerQKV x = load(l);
     const std::vector<double> scores =
         oracle ? oracle_scores(x, m, res.calib_tokens, o.calib_queries, o.threads) : std::vector<double>{};
+    const std::vector<double> mags = prefix_mag ? prefix_magnitude(x, m, res.calib_tokens) : std::vector<double>{};
     const Tensor range = token_slice(x.k, sched.key_begin, sched.key_end);
     for (size_t b = 0; b < runs.size(); b += kCacheBatch) {
       const size_t e = std::min(runs.size(), b + kCacheBatch);
@@ -166,7 +181,8 @@ SweepResult boost_sweep(const EvalShape& shape, const LayerLoader& load, const S
           caches.push_back(apply_method(mr, x.k.view(), x.v.view()));
         } else {
           const std::vector<int32_t> ch = select_boost_channels(runs[i].selector, range, m.group,
-                                                                res.rows[i].boost_k, (uint64_t)runs[i].seed, scores);
+                                                                res.rows[i].boost_k, (uint64_t)runs[i].seed,
+                                                                runs[i].selector == Selector::Oracle ? scores : mags);
           caches.push_back(apply_method(mr, x.k.view(), x.v.view(), ch));
         }
       }

@@ -32,7 +32,7 @@ TEST(BoostSelection, NamesParseAndUnknownOnesAreRefused) {
   } catch (const std::invalid_argument& e) {
     const std::string m = e.what();
     EXPECT_NE(m.find("--selectors"), std::string::npos) << m;
-    EXPECT_NE(m.find("magnitude, random, variance, oracle"), std::string::npos) << m;
+    EXPECT_NE(m.find("magnitude, random, variance, oracle, prefix-magnitude"), std::string::npos) << m;
   }
   EXPECT_THROW(parse_selectors("magnitude,,oracle"), std::invalid_argument);
   EXPECT_THROW(parse_selectors("oracle,oracle"), std::invalid_argument);
@@ -85,6 +85,9 @@ TEST(BoostSelection, OracleTakesTheTopScoresOnEveryPage) {
   const auto ch = select_boost_channels(Selector::Oracle, k, 32, 2, 0, score);
   EXPECT_EQ(ch, (std::vector<int32_t>{1, 3, 1, 3, 0, 7, 0, 7}));  // head 1: ties to the lower index
   EXPECT_THROW(select_boost_channels(Selector::Oracle, k, 32, 2, 0, {1, 2, 3}), std::invalid_argument);
+  // prefix-magnitude is static the same way, from its own scores
+  EXPECT_EQ(select_boost_channels(Selector::PrefixMagnitude, k, 32, 2, 0, score), ch);
+  EXPECT_THROW(select_boost_channels(Selector::PrefixMagnitude, k, 32, 2, 0), std::invalid_argument);
 }
 
 TEST(BoostSelection, ZeroAndAllChannels) {

@@ -4,7 +4,9 @@
 #include <cmath>
 #include <vector>
 
+#include "kvlab/attention.h"
 #include "kvlab/boost_sweep.h"
+#include "kvlab/sensitivity.h"
 #include "kvlab/synthetic_dump.h"
 
 namespace {
@@ -37,6 +39,7 @@ SweepOptions small() {
   o.rates = {0, 0.125, 0.25, 1};
   o.seeds = 3;
   o.calib_queries = 64;
+  o.selectors.push_back(Selector::PrefixMagnitude);
   return o;
 }
 
@@ -49,11 +52,11 @@ const SweepSummary& find(const SweepResult& r, Selector s, double rate) {
 TEST(BoostSweep, RatesZeroAndOneLeaveNothingToChoose) {
   Fixture f(512);
   const SweepResult r = boost_sweep(f.shape, f.load, small());
-  ASSERT_EQ(r.rows.size(), 4u * (3 + 3));
+  ASSERT_EQ(r.rows.size(), 4u * (4 + 3));
   for (double rate : {0.0, 1.0}) {
     const double ref = find(r, Selector::Magnitude, rate).score_mse_mean;
     EXPECT_GT(ref, 0.0);
-    for (Selector s : {Selector::Random, Selector::Variance, Selector::Oracle}) {
+    for (Selector s : {Selector::Random, Selector::Variance, Selector::Oracle, Selector::PrefixMagnitude}) {
       // every run is the same cache: min and max equal the magnitude run exactly
       EXPECT_EQ(find(r, s, rate).score_mse_min, ref) << to_string(s) << " at " << rate;
       EXPECT_EQ(find(r, s, rate).score_mse_max, ref) << to_string(s) << " at " << rate;
@@ -76,6 +79,40 @@ TEST(BoostSweep, BitsGrowWithTheRateAndNotWithTheSelector) {
   // every evaluated query lies after the calibration prefix (T/2)
   EXPECT_EQ(r.calib_tokens, 256);
   EXPECT_GE(r.first_query, 256);
+}
+
+TEST(BoostSweep, PrefixMagnitudeUsesThePrefixMeanAbs) {
+  // Rebuild the prefix-magnitude cache by hand (mean |k| over the prefix's quantized keys
+  // [sink, sink + G), top k per head, every page) and score it with eval: the same sums.
+  Fixture f(512);
+  SweepOptions o = small();
+  o.selectors = {Selector::PrefixMagnitude};
+  o.rates = {0.125};
+  o.calib_tokens = 40;  // sink 8 + one group of 32
+  const SweepResult r = boost_sweep(f.shape, f.load, o);
+  MethodSpec m = parse_method(o.method);
+  m.boost = 0.125;
+  const std::vector<int64_t> pos = select_queries(parse_queries("last:256"), 512);
+  const Schedule s = schedule(m, 512);
+  AttnStats want;
+  for (int64_t l = 0; l < 2; ++l) {
+    const LayerQKV x = f.load(l);
+    std::vector<double> score;
+    Tensor range;
+    range.shape = {2, s.key_end - s.key_begin, 16};
+    for (int64_t g = 0; g < 2; ++g) {
+      for (const ChannelStats& c : channel_stats(&x.k.data[g * 512 * 16], 16, 8, 40)) score.push_back(c.mean_abs);
+      range.data.insert(range.data.end(), x.k.data.begin() + (g * 512 + s.key_begin) * 16,
+                        x.k.data.begin() + (g * 512 + s.key_end) * 16);
+    }
+    const auto ch = select_boost_channels(Selector::PrefixMagnitude, range, 32, 2, 0, score);
+    const auto err = attention_errors(x.q.view(), x.k.view(), x.v.view(), {apply_method(m, x.k.view(), x.v.view(), ch)}, pos);
+    for (const AttnStats& a : err[0]) want.merge(a);
+  }
+  EXPECT_EQ(r.rows[0].attn.score_sq_err, want.score_sq_err);
+  EXPECT_EQ(r.rows[0].attn.out_sq_err, want.out_sq_err);
+  o.calib_tokens = 39;  // no whole group after the sink
+  EXPECT_THROW(boost_sweep(f.shape, f.load, o), std::invalid_argument);
 }
 
 TEST(BoostSweep, OracleBeatsRandomOnOutlierChannels) {

@@ -14,22 +14,27 @@ enum class Selector {
   Random,     // per page, k channels drawn uniformly (seeded)
   Variance,   // per page, the k channels of largest variance
   Oracle,     // the k channels of largest measured sensitivity (given per head), every page
+  PrefixMagnitude,  // the k channels of largest mean |k| on a calibration prefix (given per
+                    // head), every page: a static control that separates "measured
+                    // sensitivity" from "chosen once per head" in the oracle's result
 };
 
-const std::vector<std::string>& selector_names();  // magnitude, random, variance, oracle
+const std::vector<std::string>& selector_names();  // magnitude, random, variance, oracle, prefix-magnitude
 const char* to_string(Selector s);
 // Throws std::invalid_argument naming `--selectors` and listing the valid names.
 Selector parse_selector(const std::string& name);
 // "magnitude,random": a comma list without repeats; throws for empty items, repeats, unknown names.
 std::vector<Selector> parse_selectors(const std::string& list);
+// Oracle and PrefixMagnitude: one channel set per head, from scores measured on a prefix.
+inline bool is_static(Selector s) { return s == Selector::Oracle || s == Selector::PrefixMagnitude; }
 
 // Boosted channels for Kitty pages: keys (H, n, D) are the quantized key range of H heads, cut
 // into pages of G tokens (n a multiple of G). Returns k channels per (head, page), row h * P + p,
-// ascending, the form core's quantize(x, spec, boost_channels) takes. oracle_scores holds H * D
-// scores (used by Oracle only; larger = boost first). Ties go to the lower channel. Throws
-// std::invalid_argument for k outside [0, D], G < 1, n not a multiple of G, or a wrong number
-// of oracle scores.
+// ascending, the form core's quantize(x, spec, boost_channels) takes. static_scores holds H * D
+// scores (used by the static selectors Oracle and PrefixMagnitude; larger = boost first). Ties
+// go to the lower channel. Throws std::invalid_argument for k outside [0, D], G < 1, n not a
+// multiple of G, or a wrong number of static scores.
 std::vector<int32_t> select_boost_channels(Selector s, const Tensor& keys, int64_t G, int64_t k, uint64_t seed,
-                                           const std::vector<double>& oracle_scores = {});
+                                           const std::vector<double>& static_scores = {});
 
 }  // namespace kvlab

@@ -6,7 +6,8 @@
 // attention reference scores it on the evaluation queries. The oracle ranks channels by their
 // sensitivity (sensitivity.h) measured on a calibration prefix of the sequence, tokens
 // [0, calib_tokens), and must then be judged on queries after it: every evaluated query lies at
-// or after calib_tokens, for every selector alike.
+// or after calib_tokens, for every selector alike. prefix-magnitude (not in the default list)
+// ranks by mean |k| on the same prefix, also once per head.
 #pragma once
 #include <cstdint>
 #include <functional>
