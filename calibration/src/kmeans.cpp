@@ -63,11 +63,13 @@ void validate(const float* x, int64_t n, int64_t d, const KMeansParams& p, const
   }
 }
 
-// Per-point sums combine over chunks of a size fixed by (n, k, d) alone, in chunk order.
+// Per-point sums combine over chunks of a size fixed by (n, k, d) alone, in chunk order: small
+// enough that two threads share the work evenly, large enough that the k x (d + 2) partial
+// sums per chunk stay cheap to combine.
 int64_t chunk_points(int64_t n, int64_t k, int64_t d) {
-  int64_t chunk = std::max<int64_t>(65536, (n + 63) / 64);
+  int64_t chunk = std::max<int64_t>({8192, (n + 255) / 256, 4 * k});
   const int64_t budget = (int64_t)32 << 20;  // doubles of partial sums (256 MiB)
-  while ((n + chunk - 1) / chunk * (k * (d + 1)) > budget && chunk < n) chunk *= 2;
+  while ((n + chunk - 1) / chunk * (k * (d + 2)) > budget && chunk < n) chunk *= 2;
   return chunk;
 }
 
@@ -115,25 +117,39 @@ struct Stepper {
     return s;
   }
 
-  // New centroids: weighted means of their points; returns the number of empty clusters split.
-  int64_t update(std::vector<float>& c) {
-    const int64_t row = d + 1;
+  // One pass over the points: the objective under the current assignment and centroids, then
+  // new centroids (weighted means of their points). Returns the empty clusters split.
+  int64_t update(std::vector<float>& c, double* objective_out) {
+    const int64_t row = d + 2;  // weighted sums, weight sum, point count
     part.assign(nchunks * k * row, 0.0);
-#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && nchunks > 1)
+    std::vector<double> obj(nchunks, 0.0);
+    const bool par = nt > 1 && nchunks > 1 && (double)n * d >= (1 << 18);
+#pragma omp parallel for schedule(static) num_threads(nt) if (par)
     for (int64_t ch = 0; ch < nchunks; ++ch) {
       double* ps = &part[ch * k * row];
+      double e_sum = 0;
       for (int64_t i = ch * chunk; i < std::min(n, (ch + 1) * chunk); ++i) {
-        double* s = ps + (int64_t)assign[i] * row;
+        double* sums = ps + (int64_t)assign[i] * row;
         const double wi = w ? w[i] : 1.0;
         const float* xi = x + i * d;
-        for (int64_t j = 0; j < d; ++j) s[j] += wi * xi[j];
-        s[d] += wi;
+        const float* ci = &c[(int64_t)assign[i] * d];
+        double e = 0;
+        for (int64_t j = 0; j < d; ++j) {
+          const double t = (double)xi[j] - ci[j];
+          e += t * t;
+          sums[j] += wi * xi[j];
+        }
+        e_sum += wi * e;
+        sums[d] += wi;
+        sums[d + 1] += 1;
       }
+      obj[ch] = e_sum;
     }
-    std::fill(count.begin(), count.end(), 0);
-    for (int64_t i = 0; i < n; ++i) ++count[assign[i]];
+    double total = 0;
+    for (double v : obj) total += v;
+    *objective_out = total;
     std::vector<double> mass(k, 0.0);
-#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && nchunks * k * (d + 1) >= (1 << 18))
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && nchunks * k * row >= (1 << 18))
     for (int64_t ci = 0; ci < k; ++ci) {
       double s[1024];
       std::vector<double> big;
@@ -145,6 +161,7 @@ struct Stepper {
         for (int64_t j = 0; j < row; ++j) acc[j] += p[j];
       }
       mass[ci] = acc[d];
+      count[ci] = (int64_t)acc[d + 1];
       if (acc[d] > 0)
         for (int64_t j = 0; j < d; ++j) c[ci * d + j] = (float)(acc[j] / acc[d]);
     }
@@ -203,8 +220,7 @@ Run run_once(const float* x, int64_t n, int64_t d, const KMeansParams& p, const 
   for (int it = 0; it < p.iters; ++it) {
     KMeansIterStats s;
     st.assign_all(r.centroids);
-    s.objective = st.objective(r.centroids);
-    s.splits = st.update(r.centroids);
+    s.splits = st.update(r.centroids, &s.objective);
     s.imbalance = st.imbalance();
     s.time_s = std::chrono::duration<double>(Clock::now() - t0).count();
     r.iterations.push_back(s);
