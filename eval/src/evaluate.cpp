@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "group.h"
+#include "head_cache.h"
 
 namespace kvlab {
 
@@ -51,12 +52,6 @@ class Threads {
 
  private:
   int saved_;
-};
-
-// One method's cache of one KV head: K - K_hat (in the k buffer) and V_hat.
-struct HeadCache {
-  Reconstruction r;
-  bool identical = false;  // bit-identical to the reference: every error is exactly 0
 };
 
 }  // namespace
@@ -110,7 +105,10 @@ EvalResult evaluate(const EvalShape& shape, const LayerLoader& load, const EvalO
     try {
       m.method = parse_method(name);
     } catch (const std::invalid_argument& e) {
-      throw std::invalid_argument("--methods '" + name + "': " + e.what());
+      std::string families;  // registered outside core (method_registry.h)
+      for (const auto& f : custom_method_families()) families += (families.empty() ? "" : ", ") + f + ":...";
+      throw std::invalid_argument("--methods '" + name + "': " + e.what() +
+                                  (families.empty() ? "" : "; or a registered family: " + families));
     }
     m.spec = to_string(m.method);
     m.bits = bits_per_element(m.method, T, D);
@@ -155,25 +153,24 @@ EvalResult evaluate(const EvalShape& shape, const LayerLoader& load, const EvalO
       const float* k = &x.k.data[g * TD];
       const float* v = &x.v.data[g * TD];
       const TensorView kview{k, DType::F32, {1, T, D}}, vview{v, DType::F32, {1, T, D}};
+      // Dumps captured in fp16 hold fp16 values: core's methods then read fp16 views (the same
+      // values, minus a per-element rounding to fp16 in every call).
+      const detail::HalfCopies half = detail::half_copies(k, v, TD);
+      const TensorView k_in = half.exact ? TensorView{half.k.data(), DType::F16, {1, T, D}} : kview;
+      const TensorView v_in = half.exact ? TensorView{half.v.data(), DType::F16, {1, T, D}} : vview;
       // Methods in parallel (core's loops inside run single-threaded then); an exception is
       // rethrown after the loop, the first method's first.
-      std::vector<HeadCache> caches(M);
+      std::vector<detail::HeadCache> caches(M);
       std::vector<std::exception_ptr> errors(M);
 #pragma omp parallel for schedule(dynamic, 1)
       for (int mi = 0; mi < M; ++mi) {
         try {
           MethodEval& m = res.methods[mi];
-          HeadCache& c = caches[mi];
-          c.r = m.custom ? m.custom->apply(layer, g, kview, vview) : apply_method(m.method, kview, vview);
-          float* kh = c.r.k.data.data();
-          const float* vh = c.r.v.data.data();
+          detail::HeadCache& c = caches[mi];
+          c.r = m.custom ? m.custom->apply(layer, g, kview, vview) : apply_method(m.method, k_in, v_in);
+          detail::finish_head_cache(k, v, T, D, m.schedule, c);
           LayerEval& le = m.layers.back();
-          le.key[g] = reconstruction_error(k, kh, D, m.schedule.key_begin, m.schedule.key_end);
-          le.value[g] = reconstruction_error(v, vh, D, m.schedule.value_begin, m.schedule.value_end);
-          c.identical = std::memcmp(k, kh, TD * sizeof(float)) == 0 && std::memcmp(v, vh, TD * sizeof(float)) == 0;
-          if (c.identical) c.r = {};  // nothing to compute: the attention is the reference's, bit for bit
-          else
-            for (int64_t i = 0; i < TD; ++i) kh[i] = k[i] - kh[i];  // K - K_hat: keys of the logit differences
+          le.key[g] = c.key, le.value[g] = c.value;
         } catch (...) {
           errors[mi] = std::current_exception();
         }

@@ -93,6 +93,24 @@ TEST(Evaluate, AgreesWithWholeTensorMethodsAndAttentionErrors) {
   }
 }
 
+TEST(Evaluate, HalfDumpTakesFp16ViewsWithTheSameResults) {
+  // A dump of fp16 values is handed to core as fp16 views; every preset must give the sums of
+  // the fp32 path (apply_method on fp32 tensors, then the same kernel).
+  Fake f(1, 4, 2, 300, 32, true);
+  const EvalResult r = kvlab::evaluate(f.shape, f.loader(), options({}, "last:40"));
+  const auto& x = f.layers[0];
+  const auto pos = kvlab::select_queries(kvlab::parse_queries("last:40"), 300);
+  for (const auto& m : r.methods) {
+    const auto c = kvlab::apply_method(m.method, x.k.view(), x.v.view());
+    const auto want = kvlab::attention_errors(x.q.view(), x.k.view(), x.v.view(), {c}, pos);
+    for (int64_t h = 0; h < 4; ++h) {
+      EXPECT_EQ(m.layers[0].attn[h].score_sq_err, want[0][h].score_sq_err) << m.name;
+      EXPECT_EQ(m.layers[0].attn[h].kl_sum, want[0][h].kl_sum) << m.name;
+      EXPECT_EQ(m.layers[0].attn[h].out_sq_err, want[0][h].out_sq_err) << m.name;
+    }
+  }
+}
+
 TEST(Evaluate, AggregatesAsDocumented) {
   Fake f(3, 4, 2, 200, 16, false);
   const EvalResult r = kvlab::evaluate(f.shape, f.loader(), options({"kivi-4"}, "last:50"));
