@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <vector>
 
 namespace kvlab {
 
@@ -14,25 +13,6 @@ void ReconStats::merge(const ReconStats& o) {
 }
 
 double ReconStats::mse() const { return count ? sq_err / (double)count : 0.0; }
-
-ReconStats reconstruction_error(const float* x, const float* x_hat, int64_t D, int64_t begin, int64_t end) {
-  // Per-channel partial sums (the inner loop vectorizes across channels), reduced in channel
-  // order: the same bits on every machine and thread count.
-  std::vector<double> sq(D, 0.0), mx(D, 0.0);
-  for (int64_t t = begin; t < end; ++t) {
-    const float* a = x + t * D;
-    const float* b = x_hat + t * D;
-    for (int64_t c = 0; c < D; ++c) {
-      const double d = (double)a[c] - (double)b[c];
-      sq[c] += d * d;
-      mx[c] = std::max(mx[c], std::fabs(d));
-    }
-  }
-  ReconStats s;
-  for (int64_t c = 0; c < D; ++c) s.sq_err += sq[c], s.max_abs = std::max(s.max_abs, mx[c]);
-  s.count = std::max<int64_t>(0, end - begin) * D;
-  return s;
-}
 
 void AttnStats::merge(const AttnStats& o) {
   score_sq_err += o.score_sq_err;

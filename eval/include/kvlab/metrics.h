@@ -15,9 +15,6 @@ struct ReconStats {
   double mse() const;  // sq_err / count; 0 when count == 0
 };
 
-// Reconstruction error of x_hat against x over tokens [begin, end) of a (T, D) row-major head.
-ReconStats reconstruction_error(const float* x, const float* x_hat, int64_t D, int64_t begin, int64_t end);
-
 // Attention error of one method against the reference, summed over queries.
 struct AttnStats {
   double score_sq_err = 0;  // sum over valid causal entries of (P - P_hat)^2
