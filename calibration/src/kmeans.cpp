@@ -80,7 +80,7 @@ struct Stepper {
   int nt;
   KMeansSplit split_rule;
   int64_t chunk, nchunks;
-  std::vector<double> part;  // [nchunks][k][d + 1]: weighted sums, then the weight sum
+  std::vector<double> sums, obj_c;  // [k][d + 2] sums, weight, count; [k] objective
   std::vector<int32_t> assign;
   std::vector<int64_t> count;
   detail::CentroidPack pack;
@@ -118,53 +118,47 @@ struct Stepper {
   }
 
   // One pass over the points: the objective under the current assignment and centroids, then
-  // new centroids (weighted means of their points). Returns the empty clusters split.
+  // new centroids (weighted means of their points). Each thread owns a range of centroids and
+  // scans every point's assignment, summing its own points in point order: every sum is the
+  // serial one, whatever the thread count, and no partial sums need combining.
   int64_t update(std::vector<float>& c, double* objective_out) {
     const int64_t row = d + 2;  // weighted sums, weight sum, point count
-    part.assign(nchunks * k * row, 0.0);
-    std::vector<double> obj(nchunks, 0.0);
-    const bool par = nt > 1 && nchunks > 1 && (double)n * d >= (1 << 18);
-#pragma omp parallel for schedule(static) num_threads(nt) if (par)
-    for (int64_t ch = 0; ch < nchunks; ++ch) {
-      double* ps = &part[ch * k * row];
-      double e_sum = 0;
-      for (int64_t i = ch * chunk; i < std::min(n, (ch + 1) * chunk); ++i) {
-        double* sums = ps + (int64_t)assign[i] * row;
+    sums.assign(k * row, 0.0);
+    obj_c.assign(k, 0.0);
+    const bool par = nt > 1 && (double)n * d >= (1 << 16);
+#pragma omp parallel num_threads(nt) if (par)
+    {
+      const int64_t nth = omp_get_num_threads(), t = omp_get_thread_num();
+      const int64_t c0 = k * t / nth, c1 = k * (t + 1) / nth;
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t a = assign[i];
+        if (a < c0 || a >= c1) continue;
+        double* s = &sums[a * row];
         const double wi = w ? w[i] : 1.0;
         const float* xi = x + i * d;
-        const float* ci = &c[(int64_t)assign[i] * d];
+        const float* ci = &c[a * d];
         double e = 0;
         for (int64_t j = 0; j < d; ++j) {
-          const double t = (double)xi[j] - ci[j];
-          e += t * t;
-          sums[j] += wi * xi[j];
+          const double u = (double)xi[j] - ci[j];
+          e += u * u;
+          s[j] += wi * xi[j];
         }
-        e_sum += wi * e;
-        sums[d] += wi;
-        sums[d + 1] += 1;
+        obj_c[a] += wi * e;
+        s[d] += wi;
+        s[d + 1] += 1;
       }
-      obj[ch] = e_sum;
     }
     double total = 0;
-    for (double v : obj) total += v;
-    *objective_out = total;
-    std::vector<double> mass(k, 0.0);
-#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && nchunks * k * row >= (1 << 18))
+    std::vector<double> mass(k);
     for (int64_t ci = 0; ci < k; ++ci) {
-      double s[1024];
-      std::vector<double> big;
-      double* acc = s;
-      if (row > 1024) big.assign(row, 0.0), acc = big.data();
-      else std::fill(s, s + row, 0.0);
-      for (int64_t ch = 0; ch < nchunks; ++ch) {
-        const double* p = &part[(ch * k + ci) * row];
-        for (int64_t j = 0; j < row; ++j) acc[j] += p[j];
-      }
-      mass[ci] = acc[d];
-      count[ci] = (int64_t)acc[d + 1];
-      if (acc[d] > 0)
-        for (int64_t j = 0; j < d; ++j) c[ci * d + j] = (float)(acc[j] / acc[d]);
+      const double* s = &sums[ci * row];
+      total += obj_c[ci];
+      mass[ci] = s[d];
+      count[ci] = (int64_t)s[d + 1];
+      if (s[d] > 0)
+        for (int64_t j = 0; j < d; ++j) c[ci * d + j] = (float)(s[j] / s[d]);
     }
+    *objective_out = total;
     return split_empty(c, mass);
   }
 
