@@ -92,14 +92,7 @@ void reorder(const ReorderArgs& a) {
   const std::string path = a.dump.empty() ? default_dump_path() : a.dump;
   auto reader = open_dump(path);
   const DumpInfo& info = reader->info();
-  if (info.head_dim != f.head_dim || info.num_kv_heads != f.num_kv_heads ||
-      info.num_layers < f.first_layer + f.num_layers)
-    throw std::invalid_argument("codebook file '" + a.file + "' (head_dim " + std::to_string(f.head_dim) + ", " +
-                                std::to_string(f.num_kv_heads) + " kv heads, layers " + std::to_string(f.first_layer) +
-                                "-" + std::to_string(f.first_layer + f.num_layers - 1) + ") does not match dump '" +
-                                path + "' (head_dim " + std::to_string(info.head_dim) + ", " +
-                                std::to_string(info.num_kv_heads) + " kv heads, " + std::to_string(info.num_layers) +
-                                " layers)");
+  check_codebooks_match(f, a.file, info.num_layers, info.num_kv_heads, info.head_dim, path);
   const VQSpec spec = parse_vq_spec(f.spec);
   const int64_t T = info.tokens, D = info.head_dim, K = spec.entries();
   const int64_t entry_bytes = 2 * spec.vec;  // fp16 entries in a kernel's cache

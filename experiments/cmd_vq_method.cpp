@@ -20,10 +20,7 @@ CustomMethod make_vq_method(const std::string& args, const EvalShape& shape) {
   if (rk < 0 || rv < 0)
     throw std::invalid_argument("codebook file '" + path + "' lacks " + std::string(rk < 0 ? "k" : "v") +
                                 " codebooks; train with --role kv");
-  if (f->head_dim != shape.head_dim || f->num_kv_heads != shape.num_kv_heads)
-    throw std::invalid_argument("codebook file '" + path + "' is for head_dim " + std::to_string(f->head_dim) + " and " +
-                                std::to_string(f->num_kv_heads) + " kv heads; the dump has head_dim " +
-                                std::to_string(shape.head_dim) + " and " + std::to_string(shape.num_kv_heads));
+  check_codebooks_match(*f, path, shape.num_layers, shape.num_kv_heads, shape.head_dim, "");
   const VQSpec spec = parse_vq_spec(f->spec);
   CustomMethod m;
   m.spec = "vq:codebooks=" + path + " (" + f->spec + ")";

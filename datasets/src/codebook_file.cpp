@@ -17,6 +17,17 @@ int64_t CodebookFile::role_index(const std::string& role) const {
   return -1;
 }
 
+void check_codebooks_match(const CodebookFile& f, const std::string& file, int64_t dump_layers,
+                           int64_t dump_kv_heads, int64_t dump_head_dim, const std::string& dump) {
+  if (f.head_dim == dump_head_dim && f.num_kv_heads == dump_kv_heads && f.first_layer + f.num_layers <= dump_layers)
+    return;
+  throw std::invalid_argument("codebook file '" + file + "' (head_dim " + std::to_string(f.head_dim) + ", " +
+                              std::to_string(f.num_kv_heads) + " kv heads, layers " + std::to_string(f.first_layer) +
+                              "-" + std::to_string(f.first_layer + f.num_layers - 1) + ") does not match " + (dump.empty() ? std::string("the dump") : "dump '" + dump + "'") +
+                              " (head_dim " + std::to_string(dump_head_dim) + ", " + std::to_string(dump_kv_heads) +
+                              " kv heads, " + std::to_string(dump_layers) + " layers)");
+}
+
 namespace {
 
 constexpr const char* kFormat = "kvlab-vq-codebooks";

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <string>
+#include <tuple>
 
 #include "kvlab/codebook_file.h"
 
@@ -15,7 +16,7 @@ CodebookFile small() {
   CodebookFile f;
   f.spec = "CQ-2c2b", f.vec = 2, f.bits = 2, f.stages = 1;
   f.first_layer = 1, f.num_layers = 2, f.num_kv_heads = 3, f.head_dim = 4, f.tokens = 99;
-  f.model = "m", f.source = "test";
+  f.model = std::string("model"), f.source = std::string("test");  // std::string: GCC 12 -Wrestrict false positive on short literals
   f.roles = {"k", "v"};
   for (int r = 0; r < 2; ++r) {
     std::vector<float> b(2 * 3 * f.book_floats());
@@ -26,7 +27,10 @@ CodebookFile small() {
   return f;
 }
 
-std::string tmp(const char* name) { return testing::TempDir() + name; }
+std::string tmp(const char* name) {
+  std::string s = testing::TempDir();  // append, not operator+: GCC 12 warns falsely (-Wrestrict)
+  return s.append(name);
+}
 
 TEST(CodebookFile, RoundTrip) {
   const CodebookFile f = small();
@@ -73,6 +77,20 @@ TEST(CodebookFile, ErrorsNameTheProblem) {
   H5Aclose(a);
   H5Fclose(h);
   expect_error(tmp("bad.h5"), "has shape");
+}
+
+TEST(CodebookFile, MismatchWithTheDumpIsNamed) {
+  const CodebookFile f = small();  // layers 1-2, 3 kv heads, head_dim 4
+  EXPECT_NO_THROW(kvlab::check_codebooks_match(f, "cb.h5", 3, 3, 4, "d.h5"));
+  for (auto [layers, heads, dim] : {std::tuple{3, 3, 8}, {3, 2, 4}, {2, 3, 4}}) {
+    try {
+      kvlab::check_codebooks_match(f, "cb.h5", layers, heads, dim, "d.h5");
+      FAIL() << layers << " " << heads << " " << dim;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("codebook file 'cb.h5' (head_dim 4, 3 kv heads, layers 1-2) does not match dump 'd.h5'"),
+                std::string::npos) << e.what();
+    }
+  }
 }
 
 }  // namespace

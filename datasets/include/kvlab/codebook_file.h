@@ -27,6 +27,11 @@ struct CodebookFile {
   int64_t role_index(const std::string& role) const;  // -1 when absent
 };
 
+// Throws std::invalid_argument naming both files when the codebooks cannot serve a dump of this
+// shape: another head_dim or KV head count, or layers the file does not cover.
+void check_codebooks_match(const CodebookFile& f, const std::string& file, int64_t dump_layers,
+                           int64_t dump_kv_heads, int64_t dump_head_dim, const std::string& dump);
+
 // Written to a temporary name and renamed. Throws std::runtime_error naming the file.
 void write_codebook_file(const std::string& path, const CodebookFile& f);
 // Throws std::runtime_error naming the file and what is wrong (not a codebook file, missing
