@@ -4,6 +4,7 @@
 #include <Eigen/Dense>
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 namespace kvlab::detail {
@@ -43,13 +44,39 @@ inline double expm1_taylor(double d) {
   return p * d;
 }
 
-// The k-th pass: A = sum P em, B = sum P^2 em, C = sum P^2 em^2 over jn keys.
-template <int Deg>
-void sums(const double* P, const double* P2, const double* dl, double a, int64_t jn, double& A, double& B, double& C) {
+// exp(d) for |d| <= 300, branch-free: d = n ln2 + r, |r| <= ln2/2, exp(r) by Taylor to degree 12
+// (truncation < 1e-14), 2^n built in the exponent bits. The shifter rounds d log2(e) to an
+// integer held in t's low mantissa bits.
+inline double exp_bounded(double d) {
+  constexpr double kLog2e = 1.4426950408889634, kLn2 = 0.6931471805599453, kShifter = 0x1.8p52;
+  constexpr int64_t kShifterBits = 0x4338000000000000;
+  const double t = d * kLog2e + kShifter;
+  const double n = t - kShifter;
+  const double r = d - n * kLn2;
+  double p = inv_factorial(12);
+  for (int k = 11; k >= 0; --k) p = p * r + inv_factorial(k);
+  int64_t bits;
+  std::memcpy(&bits, &t, sizeof bits);
+  bits = (bits - kShifterBits + 1023) << 52;
+  double scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return p * scale;
+}
+
+// expm1 for |d| <= 300: the Taylor polynomial near 0 (where exp(d) - 1 would cancel), exp - 1
+// beyond 0.5 (relative error below 3 ulp there).
+inline double expm1_bounded(double d) {
+  return std::abs(d) <= 0.5 ? expm1_taylor<10>(d) : exp_bounded(d) - 1.0;
+}
+
+// One channel's pass (expm1: a lambda, so it inlines and the loop vectorizes): A = sum P em, B = sum P^2 em, C = sum P^2 em^2 over jn keys.
+template <class Expm1>
+void sums(const double* P, const double* P2, const double* dl, double a, int64_t jn, double& A, double& B, double& C,
+          Expm1 expm1) {
   double sa = 0, sb = 0, sc = 0;
 #pragma omp simd reduction(+ : sa, sb, sc)
   for (int64_t j = 0; j < jn; ++j) {
-    const double em = expm1_taylor<Deg>(a * dl[j]);
+    const double em = expm1(a * dl[j]);
     sa += P[j] * em;
     sb += P2[j] * em;
     sc += P2[j] * em * em;
@@ -57,6 +84,29 @@ void sums(const double* P, const double* P2, const double* dl, double a, int64_t
   A = sa, B = sb, C = sc;
 }
 
+// Shifts too large for exp in double (|d| > 300): the perturbed softmax recomputed from the
+// logits (P may have underflowed to 0 exactly where the shift lands).
+double sq_err_shifted(const double* logits, const double* p, int64_t len, int64_t kb, const double* dl, int64_t jn,
+                      double a) {
+  std::vector<double> l(logits, logits + len), ph(len);
+  for (int64_t j = 0; j < jn; ++j) l[kb + j] += a * dl[j];
+  double m = -INFINITY, z = 0, s = 0;
+  for (double v : l) m = std::max(m, v);
+  for (int64_t j = 0; j < len; ++j) z += (ph[j] = std::exp(l[j] - m));
+  for (int64_t j = 0; j < len; ++j) s += (p[j] - ph[j] / z) * (p[j] - ph[j] / z);
+  return s;
+}
+
+// sum_j P_j^2 (A - expm1(d_j))^2 term by term, for when the expanded form cancels (nearly
+// one-hot attention on a quantized key): unquantized keys contribute P_j^2 A^2.
+double sq_err_direct(const double* p2, int64_t len, int64_t kb, const double* dl, int64_t jn, double a, double A) {
+  double s = 0;
+  for (int64_t j = 0; j < len; ++j) {
+    const double em = j >= kb && j < kb + jn ? std::expm1(a * dl[j - kb]) : 0.0;
+    s += p2[j] * (A - em) * (A - em);
+  }
+  return s;
+}
 }  // namespace
 
 void tile_sensitivity_fast(const HeadTask& t, double* sq_err) {
@@ -81,21 +131,21 @@ void tile_sensitivity_fast(const HeadTask& t, double* sq_err) {
       // the cheapest polynomial whose truncation stays below 1e-11 for this channel's largest |d|
       const double dmax = std::abs(a) * t.delta_absmax[c];
       if (dmax <= 0.01) {
-        sums<4>(P, P2, dl, a, jn, A, B, C);  // 0.01^4 / 120 < 1e-10 relative
+        sums(P, P2, dl, a, jn, A, B, C, [](double d) { return expm1_taylor<4>(d); });  // 0.01^4 / 120 < 1e-10 relative
       } else if (dmax <= 0.1) {
-        sums<7>(P, P2, dl, a, jn, A, B, C);  // 0.1^7 / 40320 < 3e-12
+        sums(P, P2, dl, a, jn, A, B, C, [](double d) { return expm1_taylor<7>(d); });  // 0.1^7 / 40320 < 3e-12
       } else if (dmax <= 0.5) {
-        sums<10>(P, P2, dl, a, jn, A, B, C);  // 0.5^10 / 39916800 < 3e-11
+        sums(P, P2, dl, a, jn, A, B, C, [](double d) { return expm1_taylor<10>(d); });  // 0.5^10 / 39916800 < 3e-11
+      } else if (dmax <= 300) {
+        sums(P, P2, dl, a, jn, A, B, C, [](double d) { return expm1_bounded(d); });
       } else {
-        for (int64_t j = 0; j < jn; ++j) {
-          const double em = std::expm1(a * dl[j]);
-          A += P[j] * em;
-          B += P2[j] * em;
-          C += P2[j] * em * em;
-        }
+        sq_err[c] += sq_err_shifted(logits.row(i).data(), p.data(), len, t.kb, dl, jn, a);
+        continue;
       }
       const double r = 1.0 + A;
-      sq_err[c] += std::max(0.0, C - 2.0 * A * B + A * A * s0) / (r * r);
+      double num = C - 2.0 * A * B + A * A * s0;
+      if (num < 1e-6 * C) num = sq_err_direct(p2.data(), len, t.kb, dl, jn, a, A);  // cancelled: rare
+      sq_err[c] += num / (r * r);
     }
   }
 }

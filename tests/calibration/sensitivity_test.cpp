@@ -79,6 +79,34 @@ TEST(Sensitivity, LargeLogitShiftsTakeTheExactPath) {
   expect_fast_equals_naive(x, o);
 }
 
+TEST(Sensitivity, HugeLogitShiftsStayFinite) {
+  // Shifts far beyond exp's range in double (|q[c] delta| > 300) take the stabilized path.
+  SyntheticDumpParams p = synthetic_preset("tiny");
+  p.tokens = 200;
+  LayerQKV x = layer_of(SyntheticDump(p), 0);
+  for (int64_t i = 0; i < 200; ++i) x.k.data[i * 16 + 5] *= 3000.0f;
+  for (int64_t h = 0; h < 2; ++h)
+    for (int64_t i = 0; i < 200; ++i) x.q.data[(h * 200 + i) * 16 + 5] *= 300.0f;
+  SensitivityOptions o;
+  o.group = 32, o.sink = 4;
+  o.queries = parse_queries("stride:9");
+  const std::vector<SensitivityRow> rows = run(x, o);
+  for (const SensitivityRow& r : rows) EXPECT_TRUE(std::isfinite(r.attn_score_mse)) << r.q_head << " " << r.channel;
+  // Only channel 5 is compared: in the other channels the naive dot products absorb the small
+  // perturbations into channel 5's huge term (their naive MSE rounds to 0), the rank-1 update
+  // does not.
+  o.naive = true;
+  const std::vector<SensitivityRow> naive = run(x, o);
+  int compared = 0;
+  for (size_t i = 0; i < rows.size(); ++i)
+    if (rows[i].channel == 5) {
+      EXPECT_GT(naive[i].attn_score_mse, 0.0);
+      EXPECT_NEAR(rows[i].attn_score_mse, naive[i].attn_score_mse, 1e-6 * naive[i].attn_score_mse);
+      ++compared;
+    }
+  EXPECT_EQ(compared, 4);
+}
+
 TEST(Sensitivity, MatchesEvalsAttentionReference) {
   // An independent route: K_hat with channel c quantized alone through core, scored by eval's
   // float attention reference.
