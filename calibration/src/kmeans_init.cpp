@@ -30,10 +30,16 @@ double dist2(const float* a, const float* b, int64_t d) {
   return s;
 }
 
-// min_dist[i] = min(min_dist[i], ||x_i - c||^2) for every point, in parallel (per point: exact).
-void update_min(const float* x, int64_t n, int64_t d, const float* c, std::vector<double>& min_dist, int nt) {
+// min_dist[i] = min(min_dist[i], ||x_i - c||^2) for every point, in parallel (per point: exact);
+// with `mass`, also the k-means++ sampling mass w_i * min_dist[i] (0 for chosen points).
+void update_min(const float* x, int64_t n, int64_t d, const float* c, std::vector<double>& min_dist, int nt,
+                std::vector<double>* mass = nullptr, const std::vector<char>* chosen = nullptr,
+                const float* weights = nullptr) {
 #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && n * d >= (1 << 20))
-  for (int64_t i = 0; i < n; ++i) min_dist[i] = std::min(min_dist[i], dist2(x + i * d, c, d));
+  for (int64_t i = 0; i < n; ++i) {
+    min_dist[i] = std::min(min_dist[i], dist2(x + i * d, c, d));
+    if (mass) (*mass)[i] = (*chosen)[i] ? 0.0 : min_dist[i] * (weights ? weights[i] : 1.0);
+  }
 }
 
 constexpr int64_t kChunk = 4096;  // fixed: chunk sums do not depend on the thread count
@@ -86,10 +92,10 @@ std::vector<float> init_centroids(const float* x, int64_t n, int64_t d, int64_t 
   std::vector<char> chosen(n, 0);
   chosen[first] = 1;
   for (int64_t ci = 1; ci < k; ++ci) {
-    update_min(x, n, d, &c[(ci - 1) * d], min_dist, nt);
+    const bool pp = how == KMeansInit::KMeansPP;
+    update_min(x, n, d, &c[(ci - 1) * d], min_dist, nt, pp ? &mass : nullptr, &chosen, weights);
     int64_t pick = -1;
-    if (how == KMeansInit::KMeansPP) {
-      for (int64_t i = 0; i < n; ++i) mass[i] = chosen[i] ? 0.0 : min_dist[i] * (weights ? weights[i] : 1.0);
+    if (pp) {
       pick = draw(mass, rng, nt);
     } else {  // farthest: the largest distance, lowest index on ties
       double best = -1;

@@ -110,7 +110,9 @@ TEST(VQReorder, IsLosslessAndSortsByFrequency) {
         moved |= old_of_new[b * K + e] != e;
         for (int64_t j = 0; j < v; ++j)
           ASSERT_EQ(cb.data[(b * K + e) * v + j], old.data[(b * K + old_of_new[b * K + e]) * v + j]);
-        if (e > 0) EXPECT_GE(u[b * K + e - 1], u[b * K + e]);
+        if (e > 0) {
+          EXPECT_GE(u[b * K + e - 1], u[b * K + e]);
+        }
       }
     EXPECT_TRUE(moved) << s;
     // Counting again on the remapped codes gives the sorted counts.
