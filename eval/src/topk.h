@@ -1,7 +1,7 @@
-// Streaming top-k of one row of logits: the k largest values seen so far and their positions.
-// Ties keep the earlier position (keys arrive in increasing position order and a value must
-// beat the current k-th to enter), so the reference and a method that leaves a row unchanged
-// select the same positions.
+// Streaming top-k of one row of logits: the k largest values seen so far and their positions,
+// under a total order (larger value first, then earlier position), so the result does not
+// depend on the order in which keys arrive and the reference and a method that leaves a row
+// unchanged select the same positions.
 #pragma once
 #include <cstdint>
 #include <limits>
@@ -15,13 +15,17 @@ struct TopK {
   int64_t idx[kTopK];
   int count = 0;
 
-  // The value a new entry must exceed.
+  // Values below this cannot enter; equal values enter only with an earlier position.
   float threshold() const { return count < kTopK ? -std::numeric_limits<float>::infinity() : val[kTopK - 1]; }
 
+  static bool before(float v, int64_t i, float w, int64_t j) { return v > w || (v == w && i < j); }
+
+  // v = -inf marks a masked (not visible) key.
   void push(float v, int64_t i) {
-    if (!(v > threshold())) return;
+    if (!(v > -std::numeric_limits<float>::infinity())) return;
+    if (count == kTopK && !before(v, i, val[kTopK - 1], idx[kTopK - 1])) return;
     int j = count < kTopK ? count++ : kTopK - 1;
-    while (j > 0 && v > val[j - 1]) {  // keep descending order; equal values stay in arrival order
+    while (j > 0 && before(v, i, val[j - 1], idx[j - 1])) {
       val[j] = val[j - 1], idx[j] = idx[j - 1];
       --j;
     }
