@@ -37,11 +37,18 @@ void softmax(const double* logits, int64_t len, double* p) {
 // the largest |d| that keeps it under 1e-11.
 constexpr double inv_factorial(int k) { return k <= 1 ? 1.0 : inv_factorial(k - 1) / k; }
 
+// sum_{k=K..Deg} x^(k-K) / k! by Horner, unrolled at compile time with constant coefficients
+// (a runtime loop over inv_factorial was not folded and cost calls per element).
+template <int K, int Deg>
+inline double horner(double x) {
+  constexpr double c = inv_factorial(K);
+  if constexpr (K == Deg) return c;
+  else return horner<K + 1, Deg>(x) * x + c;
+}
+
 template <int Deg>
 inline double expm1_taylor(double d) {
-  double p = inv_factorial(Deg);
-  for (int k = Deg - 1; k >= 1; --k) p = p * d + inv_factorial(k);  // constants fold, loop unrolls
-  return p * d;
+  return horner<1, Deg>(d) * d;
 }
 
 // exp(d) for |d| <= 300, branch-free: d = n ln2 + r, |r| <= ln2/2, exp(r) by Taylor to degree 12
@@ -53,8 +60,7 @@ inline double exp_bounded(double d) {
   const double t = d * kLog2e + kShifter;
   const double n = t - kShifter;
   const double r = d - n * kLn2;
-  double p = inv_factorial(12);
-  for (int k = 11; k >= 0; --k) p = p * r + inv_factorial(k);
+  const double p = horner<0, 12>(r);
   int64_t bits;
   std::memcpy(&bits, &t, sizeof bits);
   bits = (bits - kShifterBits + 1023) << 52;
