@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <ctime>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 namespace kvlab::detail {
@@ -155,7 +156,7 @@ void TileKernel::resize(const TileJob& j) {
     grow(r.acc, out);
   }
   grow(top_, (1 + j.M) * rows);
-  grow(thr_, rows), grow(col_, rows);
+  grow(thr_, rows), grow(col_, rows), grow(flag_, (rows + 7) / 8 * 8);
 }
 
 void TileKernel::update_topk(TopK* top, const float* L, const float* delta, const float* tmax, int64_t nb, int64_t n,
@@ -170,6 +171,8 @@ void TileKernel::update_topk(TopK* top, const float* L, const float* delta, cons
   }
   if (!any) return;
   float* col = col_.data();
+  uint8_t* flag = flag_.data();  // room for nb rounded up to 8, the padding stays 0
+  std::fill_n(flag, (nb + 7) / 8 * 8, 0);
   for (int64_t c = 0; c < n; ++c) {
     const float* l = L + c * nb;
     if (delta) {
@@ -179,10 +182,19 @@ void TileKernel::update_topk(TopK* top, const float* L, const float* delta, cons
       std::copy_n(l, nb, col);
     }
     int hit = 0;
-    for (int64_t i = 0; i < nb; ++i) hit |= col[i] >= thr[i];
+    for (int64_t i = 0; i < nb; ++i) {
+      flag[i] = col[i] >= thr[i];
+      hit |= flag[i];
+    }
     if (!hit) continue;
-    for (int64_t i = 0; i < nb; ++i)
-      if (col[i] >= thr[i]) top[i].push(col[i], s0 + c), thr[i] = top[i].threshold();
+    // Usually a few rows of the column: skip 8 flags at a time.
+    for (int64_t w = 0; w < nb; w += 8) {
+      uint64_t word;
+      std::memcpy(&word, flag + w, 8);
+      if (!word) continue;
+      for (int64_t i = w; i < std::min(nb, w + 8); ++i)
+        if (flag[i]) top[i].push(col[i], s0 + c), thr[i] = top[i].threshold();
+    }
   }
 }
 

@@ -107,6 +107,7 @@ class TileKernel {
   std::vector<MethodRows> mr_;
   std::vector<TopK> top_;                     // (1 + M) x B
   std::vector<float> thr_, col_;              // top-k thresholds and one column of logits (B)
+  std::vector<uint8_t> flag_;                 // rows of that column that may enter their top-k
 };
 
 }  // namespace kvlab::detail
