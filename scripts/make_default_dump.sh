@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Make data/stories260K.h5, the dump that ships with kvlab: the stories260K llama2.c checkpoint
-# (../shared/data/stories260K/) telling a greedy story from "Once upon a time" until it ends
+# (data/stories260K/, shipped) telling a greedy story from "Once upon a time" until it ends
 # itself with BOS (346 tokens). Builds the `kvlab` target in build/ if it is not there yet;
 # set KVLAB=/path/to/kvlab to use another binary.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-MODEL_DIR=../shared/data/stories260K
+MODEL_DIR=data/stories260K
 for f in "$MODEL_DIR/stories260K.bin" "$MODEL_DIR/tok512.bin"; do
   [ -f "$f" ] || { echo "make_default_dump.sh: $f not found" >&2; exit 1; }
 done

@@ -23,7 +23,7 @@ using namespace kvlab;
 using ::testing::HasSubstr;
 namespace fs = std::filesystem;
 
-const std::string kDir = std::string(KVLAB_SOURCE_DIR) + "/../shared/data/stories260K/";
+const std::string kDir = std::string(KVLAB_SOURCE_DIR) + "/data/stories260K/";  // shipped with kvlab
 const std::string kModel = kDir + "stories260K.bin";
 const std::string kTok = kDir + "tok512.bin";
 
@@ -85,7 +85,7 @@ TEST(Llama2c, LoadsStoriesHeader) {
   EXPECT_EQ(llama2c_expected_bytes(c), fs::file_size(kModel));
 }
 
-// run.c, greedy, prompt "Once upon a time" (see ../shared/data/stories260K/README.md).
+// run.c, greedy, prompt "Once upon a time" (see data/stories260K/README.md).
 TEST(Llama2c, GreedyStoryMatchesRunC) {
   REQUIRE_STORIES();
   const std::string expected =
