@@ -38,7 +38,13 @@ CustomMethod make_vq_method(const std::string& args, const EvalShape& shape) {
       cb.spec = spec, cb.head_dim = D;
       const int64_t n = f->book_floats(), at = ((layer - f->first_layer) * f->num_kv_heads + head) * n;
       cb.data.assign(f->books[role].begin() + at, f->books[role].begin() + at + n);
+      std::vector<float> widened;  // fp16 views (eval may pass them) become fp32 first
       const float* xp = static_cast<const float*>(x.data);
+      if (x.dtype != DType::F32) {
+        widened.resize(x.numel());
+        for (int64_t i = 0; i < x.numel(); ++i) widened[i] = x.at(i);
+        xp = widened.data();
+      }
       Tensor out;
       out.shape = x.shape;
       out.data = vq_decode(cb, vq_encode(cb, xp, T, 1).data(), T);
