@@ -105,8 +105,9 @@ EvalResult evaluate(const EvalShape& shape, const LayerLoader& load, const EvalO
     try {
       m.method = parse_method(name);
     } catch (const std::invalid_argument& e) {
-      std::string families;  // registered outside core (method_registry.h)
-      for (const auto& f : custom_method_families()) families += (families.empty() ? "" : ", ") + f + ":...";
+      std::string families;  // registered outside core (method_registry.h); for unknown names only
+      if (std::string(e.what()).rfind("method=", 0) == 0)
+        for (const auto& f : custom_method_families()) families += (families.empty() ? "" : ", ") + f + ":...";
       throw std::invalid_argument("--methods '" + name + "': " + e.what() +
                                   (families.empty() ? "" : "; or a registered family: " + families));
     }
