@@ -17,8 +17,8 @@ using RowMatF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowM
 using ArrF = Eigen::Array<float, Eigen::Dynamic, 1>;
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-// Weights exp(x) below FLT_MIN (x < -87.3) are flushed to 0: results stay normal fp32 numbers
-// (no denormal stalls) and masked entries (-inf) become exact zeros. Such weights are < 1e-37 of
+// Weights exp(x) below FLT_MIN (x < -87.3) are flushed to 0: no denormals enter the sums, and
+// masked entries (-inf) become exact zeros. Such weights are < 1e-37 of
 // the row's largest.
 constexpr float kWeightFloor = std::numeric_limits<float>::min();
 // Below this |delta| the Taylor series give d and w (attend.h); truncation error < 1e-9 relative.
