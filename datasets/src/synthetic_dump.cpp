@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <stdexcept>
 
-#include "half_rows.h"
+#include "convert.h"
 #include "synthetic_model.h"
 #include "synthetic_rng.h"
 
@@ -103,7 +103,7 @@ void block_rows(const synth::RowModel& m, int64_t block, int64_t n, int64_t sink
 }
 
 inline void store(float* out, const float* tile, int64_t n) { std::copy(tile, tile + n, out); }
-inline void store(uint16_t* out, const float* tile, int64_t n) { detail::to_half_n(tile, out, n); }  // exact
+inline void store(uint16_t* out, const float* tile, int64_t n) { detail::float_to_half_n(tile, out, n); }  // exact
 
 }  // namespace
 
