@@ -10,26 +10,11 @@
 #include "kvlab/dump.h"
 #include "kvlab/evaluate.h"
 #include "kvlab/kv_text.h"
-#include "kvlab/synthetic_dump.h"
+#include "dump_source.h"
 
 namespace kvlab::cli::calib {
 
-// A path, or `synthetic:PRESET[:tokens=N,layers=N,seed=N]` (as `kvlab eval` takes).
-inline std::unique_ptr<DumpReader> open_source(const std::string& path) {
-  if (path.rfind("synthetic:", 0) != 0) return open_dump(path);
-  const std::string rest = path.substr(std::string("synthetic:").size());
-  const size_t colon = rest.find(':');
-  SyntheticDumpParams p = synthetic_preset(rest.substr(0, colon));
-  if (colon != std::string::npos)
-    for (const auto& [key, v] : text::split_pairs(rest.substr(colon + 1), "synthetic dump '" + path + "'")) {
-      text::choose(key, "synthetic dump key", {"tokens", "layers", "seed"});
-      const int n = text::parse_int(v, key);
-      if (key == "tokens") p.tokens = n;
-      else if (key == "layers") p.layers = n;
-      else p.seed = (uint64_t)n;
-    }
-  return std::make_unique<SyntheticDump>(p);
-}
+using kvlab::cli::open_dump_source;
 
 // "/a/b/stories260K.h5" -> "stories260K.h5", for chart titles.
 inline std::string base_name(const std::string& path) {

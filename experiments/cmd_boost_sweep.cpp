@@ -104,7 +104,7 @@ void run(const SweepArgs& a) {
   rates.erase(std::unique(rates.begin(), rates.end()), rates.end());
   o.rates = rates;
   const std::string path = a.dump.empty() ? default_dump_path() : a.dump;
-  const auto reader = calib::open_source(path);
+  const auto reader = open_dump_source(path);
   const SweepResult r = boost_sweep(calib::shape_of(reader->info()), calib::loader(*reader, true), o);
   write_file_atomically(a.out, rows_csv(r));
   write_file_atomically(calib::sibling(a.out, "_summary.csv"), summary_csv(r));

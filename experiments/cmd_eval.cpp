@@ -16,7 +16,7 @@
 #include "kvlab/dump.h"
 #include "kvlab/evaluate.h"
 #include "kvlab/kv_text.h"
-#include "kvlab/synthetic_dump.h"
+#include "dump_source.h"
 
 namespace kvlab::cli {
 namespace {
@@ -28,27 +28,6 @@ struct EvalArgs {
   int64_t query_tile = 64, key_tile = 256;
   bool quiet = false;
 };
-
-// `synthetic:llama3-8b:tokens=4096,layers=32,seed=0`: the generator as a reader, no file.
-std::unique_ptr<DumpReader> open_synthetic(const std::string& text) {
-  const std::string rest = text.substr(std::string("synthetic:").size());
-  const size_t colon = rest.find(':');
-  SyntheticDumpParams p = synthetic_preset(rest.substr(0, colon));
-  if (colon != std::string::npos)
-    for (const auto& [key, v] : text::split_pairs(rest.substr(colon + 1), "synthetic dump '" + text + "'")) {
-      text::choose(key, "synthetic dump key", {"tokens", "layers", "seed"});
-      const int n = text::parse_int(v, key);
-      if (key == "tokens") p.tokens = n;
-      else if (key == "layers") p.layers = n;
-      else p.seed = (uint64_t)n;
-    }
-  return std::make_unique<SyntheticDump>(p);
-}
-
-std::unique_ptr<DumpReader> open_source(const std::string& path) {
-  if (path.rfind("synthetic:", 0) == 0) return open_synthetic(path);
-  return open_dump(path);
-}
 
 void run(const EvalArgs& a) {
   // Every KV head allocates and frees the same few tens of MB per method; with glibc's default
@@ -65,7 +44,7 @@ void run(const EvalArgs& a) {
   opt.tiles = {a.query_tile, a.key_tile};
 
   const std::string path = a.dump.empty() ? default_dump_path() : a.dump;
-  const std::unique_ptr<DumpReader> reader = open_source(path);
+  const std::unique_ptr<DumpReader> reader = open_dump_source(path);
   const DumpInfo& info = reader->info();
   const EvalShape shape{info.num_layers, info.num_q_heads, info.num_kv_heads, info.head_dim, info.tokens};
   const LayerLoader load = [&](int64_t layer) {

@@ -81,7 +81,7 @@ void run(const SensArgs& a) {
   if (!a.layers.empty()) o.layers = parse_layers(a.layers);
   if (!a.quiet) o.progress = calib::progress("sensitivity");
   const std::string path = a.dump.empty() ? default_dump_path() : a.dump;
-  const auto reader = calib::open_source(path);
+  const auto reader = open_dump_source(path);
   const SensitivityResult r = channel_sensitivity(calib::shape_of(reader->info()), calib::loader(*reader, false), o);
   write_file_atomically(a.out, rows_csv(r));
   write_file_atomically(calib::sibling(a.out, "_ranking.csv"), ranking_csv(r));
@@ -91,8 +91,9 @@ void run(const SensArgs& a) {
   for (const RankingRow& x : r.rankings) {
     std::string ks, rec;
     for (size_t i = 0; i < x.ks.size(); ++i) {
-      ks += (i ? "/" : "") + std::to_string(x.ks[i]);
-      rec += (i ? "/" : "") + (std::isnan(x.recall[i]) ? std::string("-") : fixed(x.recall[i], 2));
+      if (i) ks += '/', rec += '/';  // appends: `(i ? "/" : "") + ...` trips GCC 12's -Wrestrict
+      ks += std::to_string(x.ks[i]);
+      rec += std::isnan(x.recall[i]) ? std::string("-") : fixed(x.recall[i], 2);
     }
     table.push_back({std::to_string(x.layer), std::to_string(x.kv_head),
                      std::isnan(x.spearman) ? "-" : fixed(x.spearman, 3), ks, rec});
