@@ -5,24 +5,14 @@
 #include <cstdint>
 #include <cstring>
 
-#if defined(__F16C__)
-#include <immintrin.h>
-#endif
-
 #include "kvlab/half.h"
+#include "kvlab/half_rows.h"
 #include "kvlab/pack.h"
 
 namespace kvlab::detail {
 
 // Exact conversion (every fp16 value is a float), so any implementation gives the same bits.
-inline void load_floats(const uint16_t* in, float* out, int64_t n) {
-  int64_t i = 0;
-#if defined(__F16C__)
-  for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i))));
-#endif
-  for (; i < n; ++i) out[i] = half_to_float(in[i]);
-}
+inline void load_floats(const uint16_t* in, float* out, int64_t n) { half_to_float_n(in, out, n); }
 inline void load_floats(const float* in, float* out, int64_t n) { std::memcpy(out, in, n * sizeof(float)); }
 
 // Codes of a tile laid out [len tokens][D channels] -> rows of D channels, starting at token
