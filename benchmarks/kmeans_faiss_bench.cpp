@@ -64,8 +64,9 @@ struct Case {
 };
 
 // One problem (or `groups` sub-problems): returns centroids per group.
-std::vector<std::vector<float>> run_kvlab(const std::vector<std::vector<float>>& xs, const std::vector<std::vector<float>>& c0,
-                                          int64_t n, int64_t d, int64_t k, int iters, int threads,
+std::vector<std::vector<float>> run_kvlab(const std::vector<std::vector<float>>& xs,
+                                          const std::vector<std::vector<float>>& c0, int64_t n, int64_t d,
+                                          int64_t k, int iters, int threads,
                                           kvlab::KMeansSplit split = kvlab::KMeansSplit::Largest) {
   kvlab::KMeansParams p;
   p.k = k, p.iters = iters, p.threads = threads, p.split = split;
@@ -81,8 +82,9 @@ std::vector<std::vector<float>> run_kvlab(const std::vector<std::vector<float>>&
 }
 
 #ifdef KVLAB_HAVE_FAISS
-std::vector<std::vector<float>> run_faiss(const std::vector<std::vector<float>>& xs, const std::vector<std::vector<float>>& c0,
-                                          int64_t n, int64_t d, int64_t k, int iters) {
+std::vector<std::vector<float>> run_faiss(const std::vector<std::vector<float>>& xs,
+                                          const std::vector<std::vector<float>>& c0, int64_t n, int64_t d,
+                                          int64_t k, int iters) {
   std::vector<std::vector<float>> out;
   for (size_t g = 0; g < xs.size(); ++g) {
     faiss::ClusteringParameters cp;
@@ -107,13 +109,21 @@ int main(int argc, char** argv) {
   std::string only;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--repeats" && i + 1 < argc) repeats = std::atoi(argv[++i]);
-    else if (a == "--faiss-repeats" && i + 1 < argc) faiss_repeats = std::atoi(argv[++i]);
-    else if (a == "--iters" && i + 1 < argc) iters = std::atoi(argv[++i]);
-    else if (a == "--cases" && i + 1 < argc) only = argv[++i];
-    else if (a == "--no-faiss") use_faiss = false;
+    if (a == "--repeats" && i + 1 < argc)
+      repeats = std::atoi(argv[++i]);
+    else if (a == "--faiss-repeats" && i + 1 < argc)
+      faiss_repeats = std::atoi(argv[++i]);
+    else if (a == "--iters" && i + 1 < argc)
+      iters = std::atoi(argv[++i]);
+    else if (a == "--cases" && i + 1 < argc)
+      only = argv[++i];
+    else if (a == "--no-faiss")
+      use_faiss = false;
     else {
-      std::fprintf(stderr, "usage: %s [--repeats N] [--faiss-repeats N] [--iters N] [--cases 1Mx4,100Kx8,cq4c8b] [--no-faiss]\n", argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s [--repeats N] [--faiss-repeats N] [--iters N] [--cases 1Mx4,100Kx8,cq4c8b] "
+                   "[--no-faiss]\n",
+                   argv[0]);
       return 2;
     }
   }
@@ -121,8 +131,8 @@ int main(int argc, char** argv) {
   use_faiss = false;
   std::printf("faiss: not built in (libfaiss-dev absent at configure time); kvlab only\n");
 #endif
-  const std::vector<Case> cases = {{"1Mx4", 1000000, 4, 256, 1}, {"100Kx8", 100000, 8, 4096, 1},
-                                   {"cq4c8b", 65536, 128, 256, 32}};
+  const std::vector<Case> cases = {
+      {"1Mx4", 1000000, 4, 256, 1}, {"100Kx8", 100000, 8, 4096, 1}, {"cq4c8b", 65536, 128, 256, 32}};
   const int max_threads = omp_get_max_threads();
   std::printf("case      n        d    k     iters  impl        threads  median_s   mse\n");
   for (const auto& c : cases) {

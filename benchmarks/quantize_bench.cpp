@@ -58,9 +58,17 @@ void register_all() {
       if (std::string(p) == "kitty-pro" && !key) continue;  // same value quantizer as kitty
       const std::string name = std::string(p) + (key ? "/K" : "/V");
       benchmark::RegisterBenchmark(("quantize/" + name).c_str(), BM_Quantize, p, key)
-          ->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+          ->Arg(1)
+          ->Arg(2)
+          ->Unit(benchmark::kMillisecond)
+          ->UseRealTime()
+          ->MinTime(1.0);
       benchmark::RegisterBenchmark(("dequantize/" + name).c_str(), BM_Dequantize, p, key)
-          ->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+          ->Arg(1)
+          ->Arg(2)
+          ->Unit(benchmark::kMillisecond)
+          ->UseRealTime()
+          ->MinTime(1.0);
     }
 }
 

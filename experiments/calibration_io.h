@@ -7,10 +7,10 @@
 #include <memory>
 #include <string>
 
+#include "dump_source.h"
 #include "kvlab/dump.h"
 #include "kvlab/evaluate.h"
 #include "kvlab/kv_text.h"
-#include "dump_source.h"
 
 namespace kvlab::cli::calib {
 

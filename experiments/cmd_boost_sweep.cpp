@@ -36,28 +36,32 @@ std::string g17(double v) {
 
 std::string rows_csv(const SweepResult& r) {
   std::ostringstream os;
-  os << "selector,rate,seed,boost_k,attn_score_mse,attn_output_rel_err,kl,topk_overlap,bits_per_element,key_bits\n";
+  os << "selector,rate,seed,boost_k,attn_score_mse,attn_output_rel_err,kl,topk_overlap,bits_per_element,key_"
+        "bits\n";
   for (const SweepRow& x : r.rows)
-    os << to_string(x.selector) << ',' << g17(x.rate) << ',' << (x.seed < 0 ? std::string("") : std::to_string(x.seed))
-       << ',' << x.boost_k << ',' << g17(x.attn.score_mse()) << ',' << g17(x.attn.out_rel_err()) << ','
-       << g17(x.attn.kl()) << ',' << g17(x.attn.topk_overlap()) << ',' << g17(x.bits.both()) << ','
-       << g17(x.bits.key) << '\n';
+    os << to_string(x.selector) << ',' << g17(x.rate) << ','
+       << (x.seed < 0 ? std::string("") : std::to_string(x.seed)) << ',' << x.boost_k << ','
+       << g17(x.attn.score_mse()) << ',' << g17(x.attn.out_rel_err()) << ',' << g17(x.attn.kl()) << ','
+       << g17(x.attn.topk_overlap()) << ',' << g17(x.bits.both()) << ',' << g17(x.bits.key) << '\n';
   return os.str();
 }
 
 std::string summary_csv(const SweepResult& r) {
   std::ostringstream os;
-  os << "selector,rate,boost_k,runs,attn_score_mse_mean,attn_score_mse_std,attn_score_mse_min,attn_score_mse_max,"
+  os << "selector,rate,boost_k,runs,attn_score_mse_mean,attn_score_mse_std,attn_score_mse_min,attn_score_mse_"
+        "max,"
         "attn_output_rel_err_mean,attn_output_rel_err_std,bits_per_element\n";
   for (const SweepSummary& s : r.summary)
     os << to_string(s.selector) << ',' << g17(s.rate) << ',' << s.boost_k << ',' << s.runs << ','
        << g17(s.score_mse_mean) << ',' << g17(s.score_mse_std) << ',' << g17(s.score_mse_min) << ','
-       << g17(s.score_mse_max) << ',' << g17(s.out_err_mean) << ',' << g17(s.out_err_std) << ',' << g17(s.bits) << '\n';
+       << g17(s.score_mse_max) << ',' << g17(s.out_err_mean) << ',' << g17(s.out_err_std) << ','
+       << g17(s.bits) << '\n';
   return os.str();
 }
 
 // One line per selector over the rates; random with min-max bars over its seeds.
-std::string chart(const SweepResult& r, const std::vector<double>& rates, bool output, const std::string& src) {
+std::string chart(const SweepResult& r, const std::vector<double>& rates, bool output,
+                  const std::string& src) {
   LineChart c;
   c.title = (output ? "Attention output error vs boost rate: " : "Attention-score MSE vs boost rate: ") + src;
   c.x_label = "boost rate (share of key channels at kbits+2); bits/element below";
@@ -91,10 +95,12 @@ std::string chart(const SweepResult& r, const std::vector<double>& rates, bool o
 }
 
 void run(const SweepArgs& a) {
-  if (a.out.empty()) throw std::invalid_argument("--out: give the CSV path (pictures are written next to it)");
+  if (a.out.empty())
+    throw std::invalid_argument("--out: give the CSV path (pictures are written next to it)");
   SweepOptions o;
   o.method = a.method, o.rates = parse_rates(a.rates), o.selectors = parse_selectors(a.selectors);
-  o.seeds = a.seeds, o.calib_tokens = a.calib_tokens, o.calib_queries = a.calib_queries, o.threads = a.threads;
+  o.seeds = a.seeds, o.calib_tokens = a.calib_tokens, o.calib_queries = a.calib_queries,
+  o.threads = a.threads;
   if (!a.queries.empty()) o.queries = parse_queries(a.queries);
   if (!a.layers.empty()) o.layers = parse_layers(a.layers);
   if (!a.quiet) o.progress = calib::progress("boost-sweep");
@@ -108,38 +114,52 @@ void run(const SweepArgs& a) {
   const SweepResult r = boost_sweep(calib::shape_of(reader->info()), calib::loader(*reader, true), o);
   write_file_atomically(a.out, rows_csv(r));
   write_file_atomically(calib::sibling(a.out, "_summary.csv"), summary_csv(r));
-  write_file_atomically(calib::sibling(a.out, "_score_mse.svg"), chart(r, rates, false, calib::base_name(reader->path())));
-  write_file_atomically(calib::sibling(a.out, "_output_err.svg"), chart(r, rates, true, calib::base_name(reader->path())));
+  write_file_atomically(calib::sibling(a.out, "_score_mse.svg"),
+                        chart(r, rates, false, calib::base_name(reader->path())));
+  write_file_atomically(calib::sibling(a.out, "_output_err.svg"),
+                        chart(r, rates, true, calib::base_name(reader->path())));
 
-  std::vector<std::vector<std::string>> table{{"selector", "rate", "k", "runs", "score MSE", "(std)", "out err", "bits"}};
+  std::vector<std::vector<std::string>> table{
+      {"selector", "rate", "k", "runs", "score MSE", "(std)", "out err", "bits"}};
   for (const SweepSummary& s : r.summary)
     table.push_back({to_string(s.selector), g17(s.rate), std::to_string(s.boost_k), std::to_string(s.runs),
-                     sci(s.score_mse_mean), s.runs > 1 ? sci(s.score_mse_std) : "", sci(s.out_err_mean), fixed(s.bits, 3)});
+                     sci(s.score_mse_mean), s.runs > 1 ? sci(s.score_mse_std) : "", sci(s.out_err_mean),
+                     fixed(s.bits, 3)});
   print_table(table);
-  std::printf("%s: %s, layers %lld-%lld, %lld queries from position %lld, oracle calibrated on tokens 0..%lld; %.1f s\n"
-              "wrote %s, %s, %s, %s\n",
-              reader->path().c_str(), r.method.c_str(), (long long)r.layers.first, (long long)r.layers.last,
-              (long long)r.num_queries, (long long)r.first_query, (long long)r.calib_tokens - 1, r.seconds,
-              a.out.c_str(), calib::sibling(a.out, "_summary.csv").c_str(),
-              calib::sibling(a.out, "_score_mse.svg").c_str(), calib::sibling(a.out, "_output_err.svg").c_str());
+  std::printf(
+      "%s: %s, layers %lld-%lld, %lld queries from position %lld, oracle calibrated on tokens 0..%lld; %.1f "
+      "s\n"
+      "wrote %s, %s, %s, %s\n",
+      reader->path().c_str(), r.method.c_str(), (long long)r.layers.first, (long long)r.layers.last,
+      (long long)r.num_queries, (long long)r.first_query, (long long)r.calib_tokens - 1, r.seconds,
+      a.out.c_str(), calib::sibling(a.out, "_summary.csv").c_str(),
+      calib::sibling(a.out, "_score_mse.svg").c_str(), calib::sibling(a.out, "_output_err.svg").c_str());
 }
 
 }  // namespace
 
 static void add_boost_sweep(CLI::App& app) {
   auto a = std::make_shared<SweepArgs>();
-  auto* c = app.add_subcommand("boost-sweep", "Kitty's boost rate against the channel selector (magnitude, random, "
-                                              "variance, oracle): attention error and bits (CSV + SVG)");
-  c->add_option("dump", a->dump, "dump file (default: the built-in dump); or synthetic:PRESET[:tokens=N,layers=N,seed=N]");
-  c->add_option("--method", a->method, "base Kitty spec (its boost is replaced by each rate)")->capture_default_str();
+  auto* c = app.add_subcommand("boost-sweep",
+                               "Kitty's boost rate against the channel selector (magnitude, random, "
+                               "variance, oracle): attention error and bits (CSV + SVG)");
+  c->add_option("dump", a->dump,
+                "dump file (default: the built-in dump); or synthetic:PRESET[:tokens=N,layers=N,seed=N]");
+  c->add_option("--method", a->method, "base Kitty spec (its boost is replaced by each rate)")
+      ->capture_default_str();
   c->add_option("--rates", a->rates, "boost rates in [0, 1], comma-separated")->capture_default_str();
-  c->add_option("--selectors", a->selectors, "magnitude, random, variance, oracle, prefix-magnitude")->capture_default_str();
+  c->add_option("--selectors", a->selectors, "magnitude, random, variance, oracle, prefix-magnitude")
+      ->capture_default_str();
   c->add_option("--seeds", a->seeds, "random selector: seeds 0..N-1")->capture_default_str();
-  c->add_option("--calib-tokens", a->calib_tokens, "oracle's calibration prefix in tokens (0: T/2)")->capture_default_str();
-  c->add_option("--calib-queries", a->calib_queries, "oracle: the prefix's last N queries")->capture_default_str();
-  c->add_option("--queries", a->queries, "evaluation queries, all after the prefix (default last:min(256, T - prefix))");
+  c->add_option("--calib-tokens", a->calib_tokens, "oracle's calibration prefix in tokens (0: T/2)")
+      ->capture_default_str();
+  c->add_option("--calib-queries", a->calib_queries, "oracle: the prefix's last N queries")
+      ->capture_default_str();
+  c->add_option("--queries", a->queries,
+                "evaluation queries, all after the prefix (default last:min(256, T - prefix))");
   c->add_option("--layers", a->layers, "layers a-b (inclusive) or a; default all");
-  c->add_option("--threads", a->threads, "OpenMP threads (0: OMP_NUM_THREADS or all cores)")->capture_default_str();
+  c->add_option("--threads", a->threads, "OpenMP threads (0: OMP_NUM_THREADS or all cores)")
+      ->capture_default_str();
   c->add_option("--out", a->out, "SWEEP.csv; SWEEP_summary.csv and the SVG charts go next to it")->required();
   c->add_flag("--quiet", a->quiet, "no progress on stderr");
   c->callback([a] { run(*a); });

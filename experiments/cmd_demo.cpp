@@ -29,7 +29,8 @@ Err error_of(const Tensor& ref, const Tensor& hat) {
 static void add_demo(CLI::App& app) {
   auto p = std::make_shared<SyntheticParams>();
   p->tokens = 2048;
-  auto* c = app.add_subcommand("demo", "Quantize the built-in synthetic K/V with every preset; print error and bits");
+  auto* c = app.add_subcommand("demo",
+                               "Quantize the built-in synthetic K/V with every preset; print error and bits");
   c->add_option("--heads", p->heads, "KV heads")->capture_default_str();
   c->add_option("--tokens", p->tokens, "tokens T")->capture_default_str();
   c->add_option("--head-dim", p->head_dim, "head dim D")->capture_default_str();
@@ -37,10 +38,11 @@ static void add_demo(CLI::App& app) {
   c->callback([p] {
     const auto t0 = std::chrono::steady_clock::now();
     const SyntheticKV kv = synthetic_kv(*p);
-    std::printf("Built-in synthetic K/V: %lld heads x %lld tokens x %lld channels (keys with %.1f%% outlier "
-                "channels, seed %llu)\n\n",
-                (long long)p->heads, (long long)p->tokens, (long long)p->head_dim, 100 * p->outlier_share,
-                (unsigned long long)p->seed);
+    std::printf(
+        "Built-in synthetic K/V: %lld heads x %lld tokens x %lld channels (keys with %.1f%% outlier "
+        "channels, seed %llu)\n\n",
+        (long long)p->heads, (long long)p->tokens, (long long)p->head_dim, 100 * p->outlier_share,
+        (unsigned long long)p->seed);
     struct Row {
       std::string name;
       Bits bits;
@@ -50,14 +52,16 @@ static void add_demo(CLI::App& app) {
     for (const auto& pr : presets()) {
       const MethodSpec m = parse_method(pr.name);
       const Reconstruction r = apply_method(m, kv.k.view(), kv.v.view());
-      rows.push_back({pr.name, bits_per_element(m, p->tokens, p->head_dim), error_of(kv.k, r.k), error_of(kv.v, r.v)});
+      rows.push_back(
+          {pr.name, bits_per_element(m, p->tokens, p->head_dim), error_of(kv.k, r.k), error_of(kv.v, r.v)});
     }
-    std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.bits.both() < b.bits.both(); });
+    std::stable_sort(rows.begin(), rows.end(),
+                     [](const Row& a, const Row& b) { return a.bits.both() < b.bits.both(); });
     std::vector<std::vector<std::string>> table = {
         {"method", "bits/elem", "K mse", "K max|err|", "K rel err", "V mse", "V max|err|", "V rel err"}};
     for (const auto& r : rows)
-      table.push_back({r.name, fixed(r.bits.both(), 3), sci(r.k.mse), sci(r.k.max_abs), sci(r.k.rel), sci(r.v.mse),
-                       sci(r.v.max_abs), sci(r.v.rel)});
+      table.push_back({r.name, fixed(r.bits.both(), 3), sci(r.k.mse), sci(r.k.max_abs), sci(r.k.rel),
+                       sci(r.v.mse), sci(r.v.max_abs), sci(r.v.rel)});
     print_table(table);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::printf("\nErrors over all tokens (sink and residual tokens stay fp16, exact here); %.2f s.\n", secs);

@@ -21,8 +21,9 @@ struct DumpArgs {
 
 // POSIX shell quoting, so the recorded command line can be pasted back.
 std::string quote(const std::string& s) {
-  if (!s.empty() && s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:+,") ==
-                        std::string::npos)
+  if (!s.empty() &&
+      s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:+,") ==
+          std::string::npos)
     return s;
   std::string q = "'";
   for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
@@ -48,7 +49,8 @@ std::string command_line(const DumpArgs& a, const std::string& out, const std::s
                 (double)a.gen.temperature, (double)a.gen.top_p, (unsigned long long)a.gen.seed);
   std::string s = "kvlab dump --llama2c " + quote(a.model) + " --tokenizer " + quote(a.tokenizer);
   s += a.prompt_file.empty() ? " --prompt " + quote(a.prompt) : " --prompt-file " + quote(a.prompt_file);
-  return s + nums + " --model-name " + quote(name) + " --out " + quote(out) + (a.no_compress ? " --no-compress" : "");
+  return s + nums + " --model-name " + quote(name) + " --out " + quote(out) +
+         (a.no_compress ? " --no-compress" : "");
 }
 
 void run(const DumpArgs& a) {
@@ -69,37 +71,46 @@ void run(const DumpArgs& a) {
   std::fflush(stdout);
   const int generated = (int)g.tokens.size() - g.prompt_tokens;
   const char* why = g.stopped_on_bos ? ", stopped at BOS"
-                    : (int)g.tokens.size() == model.config.seq_len && generated < a.gen.steps ? ", stopped at seq_len"
-                                                                                              : "";
+                    : (int)g.tokens.size() == model.config.seq_len && generated < a.gen.steps
+                        ? ", stopped at seq_len"
+                        : "";
   const auto secs = [](auto d) { return std::chrono::duration<double>(d).count(); };
-  std::fprintf(stderr,
-               "%s: %zu tokens (%d prompt + %d generated%s), %d layers, %d q / %d kv heads, head_dim %d, float32, "
-               "%.2f MB, %.2f s (generate %.2f s, write %.2f s)\n",
-               out.c_str(), g.tokens.size(), g.prompt_tokens, generated, why, model.config.n_layers,
-               model.config.n_heads, model.config.n_kv_heads, model.config.head_dim(),
-               (double)fs::file_size(out) / 1e6, secs(t2 - t0), secs(t1 - t0), secs(t2 - t1));
+  std::fprintf(
+      stderr,
+      "%s: %zu tokens (%d prompt + %d generated%s), %d layers, %d q / %d kv heads, head_dim %d, float32, "
+      "%.2f MB, %.2f s (generate %.2f s, write %.2f s)\n",
+      out.c_str(), g.tokens.size(), g.prompt_tokens, generated, why, model.config.n_layers,
+      model.config.n_heads, model.config.n_kv_heads, model.config.head_dim(),
+      (double)fs::file_size(out) / 1e6, secs(t2 - t0), secs(t1 - t0), secs(t2 - t1));
 }
 
 }  // namespace
 
 static void add_dump(CLI::App& app) {
   auto a = std::make_shared<DumpArgs>();
-  auto* c = app.add_subcommand("dump", "Run a llama2.c checkpoint on a prompt and dump every layer's q/k/v (HDF5)");
+  auto* c =
+      app.add_subcommand("dump", "Run a llama2.c checkpoint on a prompt and dump every layer's q/k/v (HDF5)");
   c->add_option("--llama2c", a->model, "llama2.c checkpoint (version-0 .bin, as run.c reads)")->required();
   c->add_option("--tokenizer", a->tokenizer, "its tokenizer (.bin, e.g. tok512.bin)")->required();
   auto* p = c->add_option("--prompt", a->prompt, "prompt text (BOS is prepended)");
-  auto* pf = c->add_option("--prompt-file", a->prompt_file, "read the prompt from a file (one trailing newline dropped)");
+  auto* pf = c->add_option("--prompt-file", a->prompt_file,
+                           "read the prompt from a file (one trailing newline dropped)");
   p->excludes(pf);
-  c->add_option("--steps", a->gen.steps, "tokens to generate after the prompt (stops early at BOS or seq_len)")
+  c->add_option("--steps", a->gen.steps,
+                "tokens to generate after the prompt (stops early at BOS or seq_len)")
       ->capture_default_str();
-  c->add_option("--temperature", a->gen.temperature, "0: greedy (argmax); > 0: sample")->capture_default_str();
+  c->add_option("--temperature", a->gen.temperature, "0: greedy (argmax); > 0: sample")
+      ->capture_default_str();
   c->add_option("--top-p", a->gen.top_p, "nucleus sampling when in (0, 1); 1: off")->capture_default_str();
   c->add_option("--seed", a->gen.seed, "sampling seed (nonzero)")->capture_default_str();
   c->add_option("--out", a->out, "output dump (default: <model name>.h5)");
-  c->add_option("--model-name", a->model_name, "the dump's model attribute (default: the checkpoint's file stem)");
-  c->add_flag("--no-compress", a->no_compress, "store the HDF5 chunks uncompressed (default: shuffle + deflate)");
+  c->add_option("--model-name", a->model_name,
+                "the dump's model attribute (default: the checkpoint's file stem)");
+  c->add_flag("--no-compress", a->no_compress,
+              "store the HDF5 chunks uncompressed (default: shuffle + deflate)");
   c->callback([a, p, pf] {
-    if (p->count() == 0 && pf->count() == 0) throw std::invalid_argument("give --prompt TEXT or --prompt-file FILE");
+    if (p->count() == 0 && pf->count() == 0)
+      throw std::invalid_argument("give --prompt TEXT or --prompt-file FILE");
     run(*a);
   });
 }

@@ -13,10 +13,10 @@
 
 #include "cmd_eval_output.h"
 #include "common.h"
+#include "dump_source.h"
 #include "kvlab/dump.h"
 #include "kvlab/evaluate.h"
 #include "kvlab/kv_text.h"
-#include "dump_source.h"
 
 namespace kvlab::cli {
 namespace {
@@ -73,12 +73,16 @@ void run(const EvalArgs& a) {
   } else {
     std::ostringstream os;
     os.precision(17);
-    if (a.format == "json") write_eval_json(os, r, src);
-    else write_eval_csv(os, r);
+    if (a.format == "json")
+      write_eval_json(os, r, src);
+    else
+      write_eval_csv(os, r);
     text = os.str();
   }
-  if (a.out.empty()) std::fwrite(text.data(), 1, text.size(), stdout);
-  else write_file_atomically(a.out, text);
+  if (a.out.empty())
+    std::fwrite(text.data(), 1, text.size(), stdout);
+  else
+    write_file_atomically(a.out, text);
 }
 
 }  // namespace
@@ -87,19 +91,23 @@ static void add_eval(CLI::App& app) {
   auto a = std::make_shared<EvalArgs>();
   std::string methods;
   for (const auto& m : default_eval_methods()) methods += (methods.empty() ? "" : ",") + m;
-  auto* c = app.add_subcommand("eval", "Error of KV-cache methods on a dump: reconstruction, attention scores, "
-                                       "outputs, KL, top-8, bits per element");
-  c->add_option("dump", a->dump,
-                "dump file (default: the built-in dump, or $KVLAB_DEFAULT_DUMP); or synthetic:PRESET[:tokens=N,"
-                "layers=N,seed=N]");
-  c->add_option("--methods", a->methods, "methods, comma-separated presets or specs (default: " + methods + ")");
+  auto* c = app.add_subcommand("eval",
+                               "Error of KV-cache methods on a dump: reconstruction, attention scores, "
+                               "outputs, KL, top-8, bits per element");
+  c->add_option(
+      "dump", a->dump,
+      "dump file (default: the built-in dump, or $KVLAB_DEFAULT_DUMP); or synthetic:PRESET[:tokens=N,"
+      "layers=N,seed=N]");
+  c->add_option("--methods", a->methods,
+                "methods, comma-separated presets or specs (default: " + methods + ")");
   c->add_option("--queries", a->queries, "query positions: all, last:N or stride:N")->capture_default_str();
   c->add_option("--layers", a->layers, "layers a-b (inclusive) or a; default all");
   c->add_option("--format", a->format, "table, csv or json (schema: docs/EVAL_JSON.md)")
       ->check(CLI::IsMember({"table", "csv", "json"}))
       ->capture_default_str();
   c->add_option("--out", a->out, "write to FILE instead of stdout (atomically)");
-  c->add_option("--threads", a->threads, "OpenMP threads (0: OMP_NUM_THREADS or all cores)")->capture_default_str();
+  c->add_option("--threads", a->threads, "OpenMP threads (0: OMP_NUM_THREADS or all cores)")
+      ->capture_default_str();
   c->add_option("--query-tile", a->query_tile, "queries per attention tile")->capture_default_str();
   c->add_option("--key-tile", a->key_tile, "keys per attention tile")->capture_default_str();
   c->add_flag("--quiet", a->quiet, "no progress on stderr");

@@ -11,8 +11,9 @@
 namespace kvlab::cli {
 
 std::string eval_table(const EvalResult& r, const ReportSource& src) {
-  std::vector<std::vector<std::string>> rows = {{"method", "bits/elem", "K bits", "V bits", "K mse", "K max|err|",
-                                                 "V mse", "V max|err|", "score mse", "out rel err", "KL", "top-8"}};
+  std::vector<std::vector<std::string>> rows = {{"method", "bits/elem", "K bits", "V bits", "K mse",
+                                                 "K max|err|", "V mse", "V max|err|", "score mse",
+                                                 "out rel err", "KL", "top-8"}};
   for (const MethodEval* m : methods_by_bits(r)) {
     const double rel = m->attn.out_rel_err();
     rows.push_back({m->name, fixed(m->bits.both(), 3), fixed(m->bits.key, 3), fixed(m->bits.value, 3),
@@ -48,9 +49,9 @@ std::string eval_table(const EvalResult& r, const ReportSource& src) {
                 "entries (docs/EVAL_JSON.md)\n"
                 "time: %.2f s (load %.2f, quantize %.2f, attention %.2f) on %d threads; CPU %.2f s\n",
                 src.path.c_str(), src.model.c_str(), (long long)r.layers.first, (long long)r.layers.last,
-                (long long)s.num_layers, (long long)s.num_q_heads, (long long)s.num_kv_heads, (long long)s.head_dim,
-                (long long)s.tokens, to_string(r.queries).c_str(), (long long)r.num_queries, t.total, t.load,
-                t.quantize, t.attention, r.threads, t.total_cpu);
+                (long long)s.num_layers, (long long)s.num_q_heads, (long long)s.num_kv_heads,
+                (long long)s.head_dim, (long long)s.tokens, to_string(r.queries).c_str(),
+                (long long)r.num_queries, t.total, t.load, t.quantize, t.attention, r.threads, t.total_cpu);
   return out + foot;
 }
 

@@ -27,7 +27,8 @@ std::pair<int64_t, int64_t> layer_range(const std::string& s, int64_t L) {
   int64_t a = 0, b = 0;
   char extra = 0;
   const int n = std::sscanf(s.c_str(), "%lld-%lld%c", (long long*)&a, (long long*)&b, &extra);
-  if (n == 1 && s.find('-') == std::string::npos) b = a;
+  if (n == 1 && s.find('-') == std::string::npos)
+    b = a;
   else if (n != 2)
     throw std::invalid_argument("--layers '" + s + "': expected a layer 'a' or a range 'a-b'");
   if (a < 0 || b < a || b >= L)
@@ -69,7 +70,8 @@ HeadStats head_stats(const Tensor& x, double factor) {
   s.median = D % 2 ? sorted[D / 2] : 0.5 * (sorted[D / 2 - 1] + sorted[D / 2]);
   s.by_mean.resize(D);
   std::iota(s.by_mean.begin(), s.by_mean.end(), 0);
-  std::stable_sort(s.by_mean.begin(), s.by_mean.end(), [&](int64_t a, int64_t b) { return s.channel[a] > s.channel[b]; });
+  std::stable_sort(s.by_mean.begin(), s.by_mean.end(),
+                   [&](int64_t a, int64_t b) { return s.channel[a] > s.channel[b]; });
   for (int64_t c = 0; c < D; ++c)
     if (s.channel[c] >= factor * s.median && s.channel[c] > 0) s.outliers.push_back(c);
   return s;
@@ -79,19 +81,21 @@ void print_header(const DumpReader& d) {
   const DumpInfo& in = d.info();
   std::vector<std::string> shapes;
   for (Role r : {Role::q, Role::k, Role::v, Role::k_pre_rope})
-    if (r != Role::k_pre_rope || in.has_k_pre_rope) shapes.push_back(std::string(role_name(r)) + " " + shape_string(in.shape(r)));
+    if (r != Role::k_pre_rope || in.has_k_pre_rope)
+      shapes.push_back(std::string(role_name(r)) + " " + shape_string(in.shape(r)));
   std::string shape_line;
   for (const auto& s : shapes) shape_line += (shape_line.empty() ? "" : ", ") + s;
   std::printf("dump      %s\n", d.path().c_str());
   std::printf("model     %s\n", in.model.c_str());
   std::printf("shape     %lld layers, %lld q heads, %lld kv heads, head_dim %lld, %lld tokens\n",
-              (long long)in.num_layers, (long long)in.num_q_heads, (long long)in.num_kv_heads, (long long)in.head_dim,
-              (long long)in.tokens);
+              (long long)in.num_layers, (long long)in.num_q_heads, (long long)in.num_kv_heads,
+              (long long)in.head_dim, (long long)in.tokens);
   std::printf("per layer %s\n", shape_line.c_str());
   std::printf("dtype     %s (read as float32)\n", capture_dtype_name(in.dtype));
   std::printf("rope      %s, theta %g; keys stored %s RoPE\n", rope_style_name(in.rope_style), in.rope_theta,
               in.k_after_rope ? "after" : "before");
-  std::printf("token ids %s\n", in.token_ids.empty() ? "none" : (std::to_string(in.token_ids.size()) + " stored").c_str());
+  std::printf("token ids %s\n",
+              in.token_ids.empty() ? "none" : (std::to_string(in.token_ids.size()) + " stored").c_str());
   std::printf("text      %s\n", in.text.empty() ? "none" : preview(in.text).c_str());
   std::printf("source    %s\n", in.source.empty() ? "unknown" : in.source.c_str());
 }
@@ -120,22 +124,25 @@ void run(const InfoArgs& a) {
   const auto [first, last] = layer_range(a.layers, in.num_layers);
   const bool csv = a.format == "csv";
   const std::string r = role_name(role);
-  std::vector<std::vector<std::string>> rows = {{"layer", "head", "mean|" + r + "|", "median ch", "max|" + r + "|",
-                                                 "max ch", "top channels (mean|" + r + "|)", "outliers",
-                                                 "outlier channels"}};
-  if (csv) rows[0] = {"layer", "head", "mean_abs", "median_channel_mean_abs", "max_abs", "max_channel",
-                      "top_channels", "num_outliers", "outlier_channels"};
+  std::vector<std::vector<std::string>> rows = {{"layer", "head", "mean|" + r + "|", "median ch",
+                                                 "max|" + r + "|", "max ch", "top channels (mean|" + r + "|)",
+                                                 "outliers", "outlier channels"}};
+  if (csv)
+    rows[0] = {"layer",       "head",         "mean_abs",     "median_channel_mean_abs", "max_abs",
+               "max_channel", "top_channels", "num_outliers", "outlier_channels"};
   if (!csv) {
     print_header(*dump);
-    std::printf("\nchannel statistics of %s (outliers: channel mean |%s| >= %g x the head's median channel)\n\n",
-                r.c_str(), r.c_str(), a.outlier_factor);
+    std::printf(
+        "\nchannel statistics of %s (outliers: channel mean |%s| >= %g x the head's median channel)\n\n",
+        r.c_str(), r.c_str(), a.outlier_factor);
   }
   for (int64_t l = first; l <= last; ++l)
     for (int64_t h = 0; h < in.heads(role); ++h) {
       const HeadStats s = head_stats(dump->read_head(l, role, h), a.outlier_factor);
-      rows.push_back({std::to_string(l), std::to_string(h), fixed(s.mean, 3), fixed(s.median, 3), fixed(s.max, 3),
-                      std::to_string(s.max_channel), channel_list(s.by_mean, &s.channel, a.top),
-                      std::to_string(s.outliers.size()), channel_list(s.outliers, nullptr, s.outliers.size())});
+      rows.push_back({std::to_string(l), std::to_string(h), fixed(s.mean, 3), fixed(s.median, 3),
+                      fixed(s.max, 3), std::to_string(s.max_channel),
+                      channel_list(s.by_mean, &s.channel, a.top), std::to_string(s.outliers.size()),
+                      channel_list(s.outliers, nullptr, s.outliers.size())});
     }
   if (csv) {
     for (const auto& row : rows) {
@@ -152,14 +159,17 @@ void run(const InfoArgs& a) {
 
 static void add_info(CLI::App& app) {
   auto a = std::make_shared<InfoArgs>();
-  auto* c = app.add_subcommand("info", "Show a dump's shapes, dtype and attributes, and its key channel statistics");
+  auto* c = app.add_subcommand("info",
+                               "Show a dump's shapes, dtype and attributes, and its key channel statistics");
   c->add_option("dump", a->path, "dump file or directory (any format open_dump reads)")->required();
   c->add_option("--layers", a->layers, "layer 'a' or range 'a-b' (default: all)");
   c->add_option("--role", a->role, "tensor to analyse: k, k_pre_rope, q or v")->capture_default_str();
-  c->add_option("--outlier-factor", a->outlier_factor, "outlier: channel mean |x| >= this x the median channel")
+  c->add_option("--outlier-factor", a->outlier_factor,
+                "outlier: channel mean |x| >= this x the median channel")
       ->capture_default_str();
   c->add_option("--top", a->top, "largest channels listed per head")->capture_default_str();
-  c->add_option("--format", a->format, "table (with the attributes) or csv (statistics only)")->capture_default_str();
+  c->add_option("--format", a->format, "table (with the attributes) or csv (statistics only)")
+      ->capture_default_str();
   c->callback([a] { run(*a); });
 }
 

@@ -26,7 +26,8 @@ static void add_methods(CLI::App& app) {
     std::printf(
         "\nKeys:\n"
         "  kbits, vbits  code bits of keys / values (1..8)\n"
-        "  group         keys: tokens per group, per channel (kitty: page size); int8: tokens per scale or 'all'\n"
+        "  group         keys: tokens per group, per channel (kitty: page size); int8: tokens per scale or "
+        "'all'\n"
         "  vgroup        values: channels per group, per token ('all' = head dim)\n"
         "  sink          the first S tokens stay fp16\n"
         "  residual      the newest R values stay fp16; keys past the last whole group stay fp16\n"

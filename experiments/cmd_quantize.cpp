@@ -52,7 +52,8 @@ void run(const QuantizeArgs& a) {
     const int64_t R = channel ? D : T, L = channel ? T : D, groups = (L + q.group - 1) / q.group;
     arrays.emplace_back("codes", make_npy(q.codes, with({R, (int64_t)(q.codes.size() / (q.slices() * R))})));
     arrays.emplace_back("scale", params_array(q.scale, spec.params, with({R, groups})));
-    if (spec.scheme == Scheme::Asym) arrays.emplace_back("zero", params_array(q.zero, spec.params, with({R, groups})));
+    if (spec.scheme == Scheme::Asym)
+      arrays.emplace_back("zero", params_array(q.zero, spec.params, with({R, groups})));
   }
   write_npz(a.out, arrays);
   std::printf("%s: %s %s -> %s  (%s, %.4f bits/element)\n", a.input.c_str(), x.descr.c_str(),
@@ -63,13 +64,15 @@ void run(const QuantizeArgs& a) {
 
 static void add_quantize(CLI::App& app) {
   auto args = std::make_shared<QuantizeArgs>();
-  auto* c = app.add_subcommand("quantize", "Quantize a .npy tensor (T, D), (H, T, D) or (B, H, T, D) into an .npz");
+  auto* c =
+      app.add_subcommand("quantize", "Quantize a .npy tensor (T, D), (H, T, D) or (B, H, T, D) into an .npz");
   c->add_option("--input", args->input, "fp16 or fp32 .npy file")->required();
   c->add_option("--quantizer", args->spec,
                 "key=value,... over scheme=asym|sym, bits=1..8, axis=channel|token, group=G|all, "
                 "params=fp16|fp32, profile=kvlab|kivi|kitty-sim, boost=RATIO")
       ->required();
-  c->add_option("--out", args->out, "output .npz (arrays q, codes, scale, zero, dequant[, high, boost_index])")
+  c->add_option("--out", args->out,
+                "output .npz (arrays q, codes, scale, zero, dequant[, high, boost_index])")
       ->required();
   c->callback([args] { run(*args); });
 }

@@ -34,8 +34,9 @@ std::string rows_csv(const SensitivityResult& r) {
   std::ostringstream os;
   os << "layer,kv_head,q_head,channel,attn_score_mse,mean_abs,max_abs,variance\n";
   for (const SensitivityRow& x : r.rows)
-    os << x.layer << ',' << x.kv_head << ',' << x.q_head << ',' << x.channel << ',' << csv_num(x.attn_score_mse) << ','
-       << csv_num(x.stats.mean_abs) << ',' << csv_num(x.stats.max_abs) << ',' << csv_num(x.stats.variance) << '\n';
+    os << x.layer << ',' << x.kv_head << ',' << x.q_head << ',' << x.channel << ','
+       << csv_num(x.attn_score_mse) << ',' << csv_num(x.stats.mean_abs) << ',' << csv_num(x.stats.max_abs)
+       << ',' << csv_num(x.stats.variance) << '\n';
   return os.str();
 }
 
@@ -73,7 +74,8 @@ std::string heatmap(const SensitivityResult& r, const std::string& source) {
 }
 
 void run(const SensArgs& a) {
-  if (a.out.empty()) throw std::invalid_argument("--out: give the CSV path (pictures are written next to it)");
+  if (a.out.empty())
+    throw std::invalid_argument("--out: give the CSV path (pictures are written next to it)");
   SensitivityOptions o;
   o.bits = a.bits, o.group = a.group, o.sink = a.sink, o.threads = a.threads, o.naive = a.naive;
   o.params = a.params == "fp32" ? ParamType::F32 : ParamType::F16;
@@ -82,7 +84,8 @@ void run(const SensArgs& a) {
   if (!a.quiet) o.progress = calib::progress("sensitivity");
   const std::string path = a.dump.empty() ? default_dump_path() : a.dump;
   const auto reader = open_dump_source(path);
-  const SensitivityResult r = channel_sensitivity(calib::shape_of(reader->info()), calib::loader(*reader, false), o);
+  const SensitivityResult r =
+      channel_sensitivity(calib::shape_of(reader->info()), calib::loader(*reader, false), o);
   write_file_atomically(a.out, rows_csv(r));
   write_file_atomically(calib::sibling(a.out, "_ranking.csv"), ranking_csv(r));
   write_file_atomically(calib::sibling(a.out, "_heatmap.svg"), heatmap(r, calib::base_name(reader->path())));
@@ -99,28 +102,34 @@ void run(const SensArgs& a) {
                      std::isnan(x.spearman) ? "-" : fixed(x.spearman, 3), ks, rec});
   }
   print_table(table);
-  std::printf("%s: %lld layers x %lld query heads x %lld channels, %lld queries, keys %lld..%lld quantized; "
-              "%.2f s (%.2f s reading)%s\nwrote %s, %s, %s\n",
-              reader->path().c_str(), (long long)(r.layers.last - r.layers.first + 1), (long long)r.shape.num_q_heads,
-              (long long)r.shape.head_dim, (long long)r.num_queries, (long long)r.key_begin, (long long)r.key_end - 1,
-              r.seconds, r.load_seconds, a.naive ? " [naive path]" : "", a.out.c_str(),
-              calib::sibling(a.out, "_ranking.csv").c_str(), calib::sibling(a.out, "_heatmap.svg").c_str());
+  std::printf(
+      "%s: %lld layers x %lld query heads x %lld channels, %lld queries, keys %lld..%lld quantized; "
+      "%.2f s (%.2f s reading)%s\nwrote %s, %s, %s\n",
+      reader->path().c_str(), (long long)(r.layers.last - r.layers.first + 1), (long long)r.shape.num_q_heads,
+      (long long)r.shape.head_dim, (long long)r.num_queries, (long long)r.key_begin, (long long)r.key_end - 1,
+      r.seconds, r.load_seconds, a.naive ? " [naive path]" : "", a.out.c_str(),
+      calib::sibling(a.out, "_ranking.csv").c_str(), calib::sibling(a.out, "_heatmap.svg").c_str());
 }
 
 }  // namespace
 
 static void add_sensitivity(CLI::App& app) {
   auto a = std::make_shared<SensArgs>();
-  auto* c = app.add_subcommand("sensitivity", "Attention-score error of quantizing each key channel alone; "
-                                              "how well magnitude ranks it (CSV + SVG heatmap)");
-  c->add_option("dump", a->dump, "dump file (default: the built-in dump); or synthetic:PRESET[:tokens=N,layers=N,seed=N]");
+  auto* c = app.add_subcommand("sensitivity",
+                               "Attention-score error of quantizing each key channel alone; "
+                               "how well magnitude ranks it (CSV + SVG heatmap)");
+  c->add_option("dump", a->dump,
+                "dump file (default: the built-in dump); or synthetic:PRESET[:tokens=N,layers=N,seed=N]");
   c->add_option("--bits", a->bits, "code bits of the quantized channel")->capture_default_str();
   c->add_option("--group", a->group, "tokens per channel group")->capture_default_str();
   c->add_option("--sink", a->sink, "leading tokens kept exact")->capture_default_str();
-  c->add_option("--params", a->params, "scale/zero storage")->check(CLI::IsMember({"fp16", "fp32"}))->capture_default_str();
+  c->add_option("--params", a->params, "scale/zero storage")
+      ->check(CLI::IsMember({"fp16", "fp32"}))
+      ->capture_default_str();
   c->add_option("--queries", a->queries, "query positions: all, last:N or stride:N")->capture_default_str();
   c->add_option("--layers", a->layers, "layers a-b (inclusive) or a; default all");
-  c->add_option("--threads", a->threads, "OpenMP threads (0: OMP_NUM_THREADS or all cores)")->capture_default_str();
+  c->add_option("--threads", a->threads, "OpenMP threads (0: OMP_NUM_THREADS or all cores)")
+      ->capture_default_str();
   c->add_flag("--naive", a->naive, "recompute every logit per channel (the reference; about D times slower)");
   c->add_option("--out", a->out, "SENS.csv; SENS_ranking.csv and SENS_heatmap.svg go next to it")->required();
   c->add_flag("--quiet", a->quiet, "no progress on stderr");

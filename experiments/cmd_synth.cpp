@@ -1,6 +1,6 @@
-// kvlab synth --preset llama3-8b --tokens 4096 [--layers N] [--seed S] [--k-pre-rope] [--no-compress] --out DUMP.h5
-// Writes a realistic synthetic KV dump (kvlab/synthetic_dump.h) layer by layer: memory holds
-// one role of one layer, as fp16.
+// kvlab synth --preset llama3-8b --tokens 4096 [--layers N] [--seed S] [--k-pre-rope] [--no-compress] --out
+// DUMP.h5 Writes a realistic synthetic KV dump (kvlab/synthetic_dump.h) layer by layer: memory holds one role
+// of one layer, as fp16.
 #include <unistd.h>
 
 #include <algorithm>
@@ -44,13 +44,14 @@ SyntheticDumpParams params_of(const SynthArgs& a) {
 // Every setting, so the recorded `source` regenerates the same bytes.
 std::string command_line(const SyntheticDumpParams& p, bool no_compress) {
   char b[512];
-  std::snprintf(b, sizeof b,
-                "kvlab synth --preset %s --layers %lld --q-heads %lld --kv-heads %lld --head-dim %lld --tokens %lld "
-                "--rope-theta %.17g --rope-style %s --sink-tokens %lld --seed %llu%s%s",
-                p.preset.c_str(), (long long)p.layers, (long long)p.q_heads, (long long)p.kv_heads,
-                (long long)p.head_dim, (long long)p.tokens, p.rope_theta, rope_style_name(p.rope_style),
-                (long long)p.sink_tokens, (unsigned long long)p.seed, p.k_pre_rope ? " --k-pre-rope" : "",
-                no_compress ? " --no-compress" : "");
+  std::snprintf(
+      b, sizeof b,
+      "kvlab synth --preset %s --layers %lld --q-heads %lld --kv-heads %lld --head-dim %lld --tokens %lld "
+      "--rope-theta %.17g --rope-style %s --sink-tokens %lld --seed %llu%s%s",
+      p.preset.c_str(), (long long)p.layers, (long long)p.q_heads, (long long)p.kv_heads,
+      (long long)p.head_dim, (long long)p.tokens, p.rope_theta, rope_style_name(p.rope_style),
+      (long long)p.sink_tokens, (unsigned long long)p.seed, p.k_pre_rope ? " --k-pre-rope" : "",
+      no_compress ? " --no-compress" : "");
   return b;
 }
 
@@ -82,19 +83,22 @@ void run(const SynthArgs& a) {
       const double s = std::chrono::duration<double>(clock::now() - t0).count();
       const double eta = s / (l + 1) * (info.num_layers - l - 1);
       std::fprintf(stderr, "%slayer %lld/%lld  elapsed %.1f s  ETA %.1f s  %.0f MB/s%s", tty ? "\r" : "",
-                   (long long)(l + 1), (long long)info.num_layers, s, eta, bytes / 1e6 / s, tty ? "  " : "\n");
+                   (long long)(l + 1), (long long)info.num_layers, s, eta, bytes / 1e6 / s,
+                   tty ? "  " : "\n");
       std::fflush(stderr);
     }
   }
   writer.commit();
   const double s = std::chrono::duration<double>(clock::now() - t0).count();
   if (!a.quiet && tty) std::fprintf(stderr, "\n");
-  std::printf("%s: %s, %lld layers, q %s, k/v %s%s, float16; %.1f MB of fp16 -> %.1f MB file (%s) in %.2f s "
-              "(%.0f MB/s; generating %.2f s = %.0f MB/s, writing %.2f s)\n",
-              a.out.c_str(), info.model.c_str(), (long long)info.num_layers, shape_string(info.shape(Role::q)).c_str(),
-              shape_string(info.shape(Role::k)).c_str(), info.has_k_pre_rope ? " (+ k_pre_rope)" : "", bytes / 1e6,
-              (double)std::filesystem::file_size(a.out) / 1e6, a.no_compress ? "uncompressed" : "shuffle+deflate", s,
-              bytes / 1e6 / s, gen_s, bytes / 1e6 / gen_s, s - gen_s);
+  std::printf(
+      "%s: %s, %lld layers, q %s, k/v %s%s, float16; %.1f MB of fp16 -> %.1f MB file (%s) in %.2f s "
+      "(%.0f MB/s; generating %.2f s = %.0f MB/s, writing %.2f s)\n",
+      a.out.c_str(), info.model.c_str(), (long long)info.num_layers,
+      shape_string(info.shape(Role::q)).c_str(), shape_string(info.shape(Role::k)).c_str(),
+      info.has_k_pre_rope ? " (+ k_pre_rope)" : "", bytes / 1e6,
+      (double)std::filesystem::file_size(a.out) / 1e6, a.no_compress ? "uncompressed" : "shuffle+deflate", s,
+      bytes / 1e6 / s, gen_s, bytes / 1e6 / gen_s, s - gen_s);
 }
 
 }  // namespace
@@ -103,7 +107,8 @@ static void add_synth(CLI::App& app) {
   auto a = std::make_shared<SynthArgs>();
   std::string presets;
   for (const auto& n : synthetic_preset_names()) presets += (presets.empty() ? "" : ", ") + n;
-  auto* c = app.add_subcommand("synth", "Write a realistic synthetic KV dump (key outlier channels, RoPE, attention sinks)");
+  auto* c = app.add_subcommand(
+      "synth", "Write a realistic synthetic KV dump (key outlier channels, RoPE, attention sinks)");
   a->cmd = c;
   c->add_option("--preset", a->preset, "model shape: " + presets)->required();
   c->add_option("--out", a->out, "output dump (.h5)")->required();
@@ -114,8 +119,10 @@ static void add_synth(CLI::App& app) {
   c->add_option("--head-dim", a->head_dim, "head dim D (preset's by default)");
   c->add_option("--rope-theta", a->rope_theta, "RoPE base (preset's by default)");
   c->add_option("--rope-style", a->rope_style, "adjacent (default), halves or none");
-  c->add_option("--sink-tokens", a->sink_tokens, "leading tokens shaped as attention sinks")->capture_default_str();
-  c->add_option("--seed", a->seed, "generator seed: same seed and settings, same bytes")->capture_default_str();
+  c->add_option("--sink-tokens", a->sink_tokens, "leading tokens shaped as attention sinks")
+      ->capture_default_str();
+  c->add_option("--seed", a->seed, "generator seed: same seed and settings, same bytes")
+      ->capture_default_str();
   c->add_flag("--k-pre-rope", a->k_pre_rope, "also write keys before RoPE (/layers/<i>/k_pre_rope)");
   c->add_flag("--no-compress", a->no_compress, "store chunks uncompressed (default: byte shuffle + deflate)");
   c->add_flag("--quiet", a->quiet, "no progress on stderr");

@@ -44,7 +44,8 @@ void train(const TrainArgs& a) {
   const DumpInfo& info = reader->info();
   const VQSpec spec = parse_vq_spec(a.spec);
   check_vq_fits(spec, info.head_dim);
-  const LayerRange lr = resolve_layers(a.layers.empty() ? LayerRange{} : parse_layers(a.layers), info.num_layers);
+  const LayerRange lr =
+      resolve_layers(a.layers.empty() ? LayerRange{} : parse_layers(a.layers), info.num_layers);
   KMeansParams p;
   p.iters = a.iters, p.init = parse_kmeans_init(a.init), p.seed = a.seed, p.threads = a.threads;
 
@@ -67,7 +68,8 @@ void train(const TrainArgs& a) {
         const VQCodebooks cb = vq_train(xh, T, D, spec, p);
         books.insert(books.end(), cb.data.begin(), cb.data.end());
         const auto xhat = vq_decode(cb, vq_encode(cb, xh, T, a.threads).data(), T);
-        for (int64_t i = 0; i < T * D; ++i) sq += (double)(xh[i] - xhat[i]) * (xh[i] - xhat[i]), ref += (double)xh[i] * xh[i];
+        for (int64_t i = 0; i < T * D; ++i)
+          sq += (double)(xh[i] - xhat[i]) * (xh[i] - xhat[i]), ref += (double)xh[i] * xh[i];
       }
     }
     f.books.push_back(std::move(books));
@@ -75,11 +77,12 @@ void train(const TrainArgs& a) {
   }
   write_codebook_file(a.out, f);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("%s: %s, roles %s, layers %lld-%lld, %lld kv heads, %lld groups x %d stage(s) of %lld entries: "
-              "relative squared error %.6g, %.4f code bits/element (%.4f with codebooks), %.2f s -> %s\n",
-              path.c_str(), f.spec.c_str(), a.role.c_str(), (long long)lr.first, (long long)lr.last,
-              (long long)f.num_kv_heads, (long long)f.groups(), spec.stages, (long long)spec.entries(),
-              ref > 0 ? sq / ref : 0.0, vq_code_bits(spec), vq_bits_per_element(spec, T, D), secs, a.out.c_str());
+  std::printf(
+      "%s: %s, roles %s, layers %lld-%lld, %lld kv heads, %lld groups x %d stage(s) of %lld entries: "
+      "relative squared error %.6g, %.4f code bits/element (%.4f with codebooks), %.2f s -> %s\n",
+      path.c_str(), f.spec.c_str(), a.role.c_str(), (long long)lr.first, (long long)lr.last,
+      (long long)f.num_kv_heads, (long long)f.groups(), spec.stages, (long long)spec.entries(),
+      ref > 0 ? sq / ref : 0.0, vq_code_bits(spec), vq_bits_per_element(spec, T, D), secs, a.out.c_str());
 }
 
 struct ReorderArgs {
@@ -96,8 +99,8 @@ void reorder(const ReorderArgs& a) {
   const VQSpec spec = parse_vq_spec(f.spec);
   const int64_t T = info.tokens, D = info.head_dim, K = spec.entries();
   const int64_t entry_bytes = 2 * spec.vec;  // fp16 entries in a kernel's cache
-  std::vector<std::vector<std::string>> rows = {
-      {"role", "codebooks", "hot (mean)", "n_reg", "n_shared", "reg share", "shared share", "global share", "top-16 cov"}};
+  std::vector<std::vector<std::string>> rows = {{"role", "codebooks", "hot (mean)", "n_reg", "n_shared",
+                                                 "reg share", "shared share", "global share", "top-16 cov"}};
   for (size_t ri = 0; ri < f.roles.size(); ++ri) {
     const Role role = parse_role(f.roles[ri]);
     std::vector<int64_t> all_usage;
@@ -122,16 +125,18 @@ void reorder(const ReorderArgs& a) {
       }
     }
     f.usage[ri] = std::move(all_usage);
-    rows.push_back({f.roles[ri], std::to_string(books), fixed(hot / books, 2), std::to_string(n_reg), std::to_string(n_sh),
-                    fixed(s_reg / books, 4), fixed(s_sh / books, 4), fixed(s_gl / books, 4), fixed(top16 / books, 4)});
+    rows.push_back({f.roles[ri], std::to_string(books), fixed(hot / books, 2), std::to_string(n_reg),
+                    std::to_string(n_sh), fixed(s_reg / books, 4), fixed(s_sh / books, 4),
+                    fixed(s_gl / books, 4), fixed(top16 / books, 4)});
   }
   f.reordered = true;
   const std::string out = a.out.empty() ? a.file : a.out;
   write_codebook_file(out, f);
-  std::printf("%s on %s: %s, %lld-byte entries (fp16), budgets per codebook: registers %lld B, shared %lld B; "
-              "shares are means over codebooks -> %s\n",
-              a.file.c_str(), path.c_str(), f.spec.c_str(), (long long)entry_bytes, (long long)a.reg_bytes,
-              (long long)a.smem_bytes, out.c_str());
+  std::printf(
+      "%s on %s: %s, %lld-byte entries (fp16), budgets per codebook: registers %lld B, shared %lld B; "
+      "shares are means over codebooks -> %s\n",
+      a.file.c_str(), path.c_str(), f.spec.c_str(), (long long)entry_bytes, (long long)a.reg_bytes,
+      (long long)a.smem_bytes, out.c_str());
   print_table(rows);
 }
 
@@ -141,7 +146,8 @@ static void add_vq(CLI::App& app) {
   auto* vq = app.add_subcommand("vq", "VQ codebooks for KV caches: train, reorder by frequency");
   vq->require_subcommand(1);
   auto t = std::make_shared<TrainArgs>();
-  auto* c = vq->add_subcommand("train", "Train one codebook per (layer, KV head, role, channel group, stage)");
+  auto* c =
+      vq->add_subcommand("train", "Train one codebook per (layer, KV head, role, channel group, stage)");
   c->add_option("dump", t->dump, "KV dump (default: the shipped stories260K dump)");
   c->add_option("--spec", t->spec, "CQ-<c>c<b>b or VQ<v,b,r>")->capture_default_str();
   c->add_option("--role", t->role, "k, v or kv")->capture_default_str();
@@ -153,7 +159,8 @@ static void add_vq(CLI::App& app) {
   c->add_option("--out", t->out, "codebook file (.h5, docs/FORMATS.md)")->required();
   c->callback([t] { train(*t); });
   auto r = std::make_shared<ReorderArgs>();
-  auto* o = vq->add_subcommand("reorder", "Sort codebook entries by use on a dump; report hot entries and cache levels");
+  auto* o = vq->add_subcommand("reorder",
+                               "Sort codebook entries by use on a dump; report hot entries and cache levels");
   o->add_option("codebooks", r->file, "codebook file from kvlab vq train")->required();
   o->add_option("--dump", r->dump, "dump to count uses on (default: the shipped dump)");
   o->add_option("--reg-bytes", r->reg_bytes, "register budget per codebook, bytes")->required();

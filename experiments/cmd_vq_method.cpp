@@ -29,7 +29,8 @@ CustomMethod make_vq_method(const std::string& args, const EvalShape& shape) {
   m.schedule = {0, shape.tokens, 0, shape.tokens};
   m.apply = [f, spec, path, rk, rv](int64_t layer, int64_t head, const TensorView& k, const TensorView& v) {
     if (layer < f->first_layer || layer >= f->first_layer + f->num_layers)
-      throw std::invalid_argument("codebook file '" + path + "' covers layers " + std::to_string(f->first_layer) + "-" +
+      throw std::invalid_argument("codebook file '" + path + "' covers layers " +
+                                  std::to_string(f->first_layer) + "-" +
                                   std::to_string(f->first_layer + f->num_layers - 1) + ", not layer " +
                                   std::to_string(layer) + " (eval --layers)");
     const int64_t T = k.shape[1], D = k.shape[2];

@@ -23,9 +23,12 @@ inline std::unique_ptr<DumpReader> open_dump_source(const std::string& path) {
     for (const auto& [key, v] : text::split_pairs(rest.substr(colon + 1), where)) {
       text::choose(key, "synthetic dump key", {"tokens", "layers", "seed"});
       const int n = text::parse_int(v, key);
-      if (key == "tokens") p.tokens = n;
-      else if (key == "layers") p.layers = n;
-      else p.seed = (uint64_t)n;
+      if (key == "tokens")
+        p.tokens = n;
+      else if (key == "layers")
+        p.layers = n;
+      else
+        p.seed = (uint64_t)n;
     }
   return std::make_unique<SyntheticDump>(p);
 }

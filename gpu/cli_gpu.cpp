@@ -22,7 +22,8 @@ void add_dump_data(const std::string& path, gpu::ValidateOptions& opt) {
   const auto dump = open_dump(path);
   const DumpInfo& in = dump->info();
   for (Role role : {Role::k, Role::v}) {
-    gpu::NamedData d{std::string("dump-") + role_name(role), {in.num_layers, in.num_kv_heads, in.tokens, in.head_dim}, {}};
+    gpu::NamedData d{
+        std::string("dump-") + role_name(role), {in.num_layers, in.num_kv_heads, in.tokens, in.head_dim}, {}};
     for (int64_t l = 0; l < in.num_layers; ++l) {
       const Tensor t = dump->read(l, role);
       d.values.insert(d.values.end(), t.data.begin(), t.data.end());
@@ -33,11 +34,13 @@ void add_dump_data(const std::string& path, gpu::ValidateOptions& opt) {
 }  // namespace
 
 void add_gpu(CLI::App& app) {
-  auto* g = app.add_subcommand("gpu", "CUDA kernels: validate against the CPU reference, benchmark bandwidth");
+  auto* g =
+      app.add_subcommand("gpu", "CUDA kernels: validate against the CPU reference, benchmark bandwidth");
   g->require_subcommand(1);
 
   auto vopt = std::make_shared<gpu::ValidateOptions>();
-  auto* v = g->add_subcommand("validate", "Run every GPU kernel against the CPU reference; non-zero exit on any mismatch");
+  auto* v = g->add_subcommand(
+      "validate", "Run every GPU kernel against the CPU reference; non-zero exit on any mismatch");
   auto dump_path = std::make_shared<std::string>();
   v->add_option("dump", *dump_path, "also validate on this dump's keys and values (all layers)");
   v->add_flag("--small", vopt->small, "skip the llama3-sized data");
@@ -54,7 +57,9 @@ void add_gpu(CLI::App& app) {
 
   auto bopt = std::make_shared<gpu::BenchOptions>();
   auto* b = g->add_subcommand("bench", "Bandwidth of quantize+pack and unpack+dequantize vs cudaMemcpy D2D");
-  b->add_option("--reps", bopt->reps, "timed runs per kernel (median reported)")->capture_default_str()->check(CLI::Range(1, 100000));
+  b->add_option("--reps", bopt->reps, "timed runs per kernel (median reported)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
   b->add_option("--elements", bopt->elements, "elements per tensor (D=128, T=4096)")->capture_default_str();
   b->add_option("--only", bopt->only, "only formats whose spec contains this text");
   b->callback([bopt] {

@@ -43,7 +43,8 @@ void page_scores(Selector s, const float* x, int64_t G, int64_t D, double* score
 }  // namespace
 
 const std::vector<std::string>& selector_names() {
-  static const std::vector<std::string> names{"magnitude", "random", "variance", "oracle", "prefix-magnitude"};
+  static const std::vector<std::string> names{"magnitude", "random", "variance", "oracle",
+                                              "prefix-magnitude"};
   return names;
 }
 
@@ -63,7 +64,8 @@ std::vector<Selector> parse_selectors(const std::string& list) {
   size_t start = 0;
   while (true) {
     const size_t comma = list.find(',', start);
-    const std::string item = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    const std::string item =
+        list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     if (item.empty()) throw std::invalid_argument("--selectors: empty item in '" + list + "'");
     const Selector s = parse_selector(item);
     if (std::find(out.begin(), out.end(), s) != out.end())
@@ -75,19 +77,20 @@ std::vector<Selector> parse_selectors(const std::string& list) {
   return out;
 }
 
-std::vector<int32_t> select_boost_channels(Selector s, const Tensor& keys, int64_t G, int64_t k, uint64_t seed,
-                                           const std::vector<double>& static_scores) {
+std::vector<int32_t> select_boost_channels(Selector s, const Tensor& keys, int64_t G, int64_t k,
+                                           uint64_t seed, const std::vector<double>& static_scores) {
   if (keys.shape.size() != 3) throw std::invalid_argument("select_boost_channels: keys must be (H, n, D)");
   const int64_t H = keys.shape[0], n = keys.shape[1], D = keys.shape[2];
   if (G < 1 || n % G != 0)
-    throw std::invalid_argument("select_boost_channels: group " + std::to_string(G) + " does not divide the " +
-                                std::to_string(n) + " quantized tokens");
+    throw std::invalid_argument("select_boost_channels: group " + std::to_string(G) +
+                                " does not divide the " + std::to_string(n) + " quantized tokens");
   if (k < 0 || k > D)
     throw std::invalid_argument("select_boost_channels: k=" + std::to_string(k) + " is outside [0, " +
                                 std::to_string(D) + "]");
   if (is_static(s) && (int64_t)static_scores.size() != H * D)
     throw std::invalid_argument(std::string("select_boost_channels: ") + to_string(s) + " needs " +
-                                std::to_string(H * D) + " scores, got " + std::to_string(static_scores.size()));
+                                std::to_string(H * D) + " scores, got " +
+                                std::to_string(static_scores.size()));
   const int64_t P = n / G;
   std::vector<int32_t> out(H * P * k);
   std::vector<double> score(D);

@@ -27,14 +27,15 @@ Tensor token_slice(const Tensor& x, int64_t b, int64_t e) {
   Tensor out;
   out.shape = {H, e - b, D};
   out.data.resize(H * (e - b) * D);
-  for (int64_t h = 0; h < H; ++h) std::copy_n(&x.data[(h * T + b) * D], (e - b) * D, &out.data[h * (e - b) * D]);
+  for (int64_t h = 0; h < H; ++h)
+    std::copy_n(&x.data[(h * T + b) * D], (e - b) * D, &out.data[h * (e - b) * D]);
   return out;
 }
 
 // Oracle scores per (kv head, channel): attention-score MSE on the calibration prefix, averaged
 // over the KV head's query heads.
-std::vector<double> oracle_scores(const LayerQKV& x, const MethodSpec& m, int64_t calib, int64_t calib_queries,
-                                  int threads) {
+std::vector<double> oracle_scores(const LayerQKV& x, const MethodSpec& m, int64_t calib,
+                                  int64_t calib_queries, int threads) {
   SensitivityOptions so;
   so.bits = m.kbits, so.group = m.group, so.sink = m.sink, so.params = m.params, so.profile = m.profile;
   so.threads = threads;
@@ -73,7 +74,8 @@ std::vector<double> parse_rates(const std::string& list) {
   size_t start = 0;
   while (true) {
     const size_t comma = list.find(',', start);
-    const std::string item = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    const std::string item =
+        list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     const double r = text::parse_double(item, "--rates");
     if (!(r >= 0.0 && r <= 1.0)) throw std::invalid_argument("--rates: " + item + " is outside [0, 1]");
     out.push_back(r);
@@ -127,26 +129,32 @@ SweepResult boost_sweep(const EvalShape& shape, const LayerLoader& load, const S
   if (o.seeds < 1) fail("--seeds " + std::to_string(o.seeds) + " must be at least 1");
   const Schedule sched = schedule(m, T);
   if (sched.key_end <= sched.key_begin)
-    fail(std::to_string(T) + " tokens hold no whole key page of group " + std::to_string(m.group) + " after sink " +
-         std::to_string(m.sink) + " (need T >= " + std::to_string(m.sink + m.group) + "): every selector would be the same");
+    fail(std::to_string(T) + " tokens hold no whole key page of group " + std::to_string(m.group) +
+         " after sink " + std::to_string(m.sink) + " (need T >= " + std::to_string(m.sink + m.group) +
+         "): every selector would be the same");
   SweepResult res;
   res.shape = shape;
   res.method = to_string(m);
   res.layers = resolve_layers(o.layers, shape.num_layers);
-  const bool oracle = std::find(o.selectors.begin(), o.selectors.end(), Selector::Oracle) != o.selectors.end();
+  const bool oracle =
+      std::find(o.selectors.begin(), o.selectors.end(), Selector::Oracle) != o.selectors.end();
   const bool prefix_mag =
       std::find(o.selectors.begin(), o.selectors.end(), Selector::PrefixMagnitude) != o.selectors.end();
   res.calib_tokens = o.calib_tokens > 0 ? o.calib_tokens : T / 2;
-  if (res.calib_tokens >= T) fail("--calib-tokens " + std::to_string(res.calib_tokens) + " leaves no token to evaluate");
+  if (res.calib_tokens >= T)
+    fail("--calib-tokens " + std::to_string(res.calib_tokens) + " leaves no token to evaluate");
   if ((oracle || prefix_mag) && res.calib_tokens < (int64_t)m.sink + m.group)
-    fail("--calib-tokens " + std::to_string(res.calib_tokens) + " holds no key group for the static selectors (need >= sink " +
-         std::to_string(m.sink) + " + group " + std::to_string(m.group) + ")");
+    fail("--calib-tokens " + std::to_string(res.calib_tokens) +
+         " holds no key group for the static selectors (need >= sink " + std::to_string(m.sink) +
+         " + group " + std::to_string(m.group) + ")");
   QuerySelection qsel = o.queries;
-  if (qsel.mode == QuerySelection::Mode::Last && qsel.n == 0) qsel.n = std::min<int64_t>(256, T - res.calib_tokens);
+  if (qsel.mode == QuerySelection::Mode::Last && qsel.n == 0)
+    qsel.n = std::min<int64_t>(256, T - res.calib_tokens);
   std::vector<int64_t> positions = select_queries(qsel, T);
   if (positions.front() < res.calib_tokens)
     fail("--queries " + to_string(qsel) + " starts at position " + std::to_string(positions.front()) +
-         ", inside the calibration prefix of " + std::to_string(res.calib_tokens) + " tokens (--calib-tokens)");
+         ", inside the calibration prefix of " + std::to_string(res.calib_tokens) +
+         " tokens (--calib-tokens)");
   res.num_queries = (int64_t)positions.size(), res.first_query = positions.front();
   if (o.threads > 0) omp_set_num_threads(o.threads);
 
@@ -162,14 +170,16 @@ SweepResult boost_sweep(const EvalShape& shape, const LayerLoader& load, const S
   for (size_t i = 0; i < runs.size(); ++i) {
     MethodSpec mr = m;
     mr.boost = runs[i].rate;
-    res.rows[i] = {runs[i].selector, runs[i].rate, runs[i].seed, boost_count((int)D, runs[i].rate), {},
-                   bits_per_element(mr, T, D)};
+    res.rows[i] = {
+        runs[i].selector,          runs[i].rate, runs[i].seed, boost_count((int)D, runs[i].rate), {},
+        bits_per_element(mr, T, D)};
   }
   for (int64_t l = res.layers.first; l <= res.layers.last; ++l) {
     const LayerQKV x = load(l);
     const std::vector<double> scores =
         oracle ? oracle_scores(x, m, res.calib_tokens, o.calib_queries, o.threads) : std::vector<double>{};
-    const std::vector<double> mags = prefix_mag ? prefix_magnitude(x, m, res.calib_tokens) : std::vector<double>{};
+    const std::vector<double> mags =
+        prefix_mag ? prefix_magnitude(x, m, res.calib_tokens) : std::vector<double>{};
     const Tensor range = token_slice(x.k, sched.key_begin, sched.key_end);
     for (size_t b = 0; b < runs.size(); b += kCacheBatch) {
       const size_t e = std::min(runs.size(), b + kCacheBatch);
@@ -177,12 +187,13 @@ SweepResult boost_sweep(const EvalShape& shape, const LayerLoader& load, const S
       for (size_t i = b; i < e; ++i) {
         MethodSpec mr = m;
         mr.boost = runs[i].rate;
-        if (runs[i].selector == Selector::Magnitude) {  // core's own ranking: the paper's method, byte for byte
+        if (runs[i].selector ==
+            Selector::Magnitude) {  // core's own ranking: the paper's method, byte for byte
           caches.push_back(apply_method(mr, x.k.view(), x.v.view()));
         } else {
-          const std::vector<int32_t> ch = select_boost_channels(runs[i].selector, range, m.group,
-                                                                res.rows[i].boost_k, (uint64_t)runs[i].seed,
-                                                                runs[i].selector == Selector::Oracle ? scores : mags);
+          const std::vector<int32_t> ch = select_boost_channels(
+              runs[i].selector, range, m.group, res.rows[i].boost_k, (uint64_t)runs[i].seed,
+              runs[i].selector == Selector::Oracle ? scores : mags);
           caches.push_back(apply_method(mr, x.k.view(), x.v.view(), ch));
         }
       }

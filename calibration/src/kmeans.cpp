@@ -36,15 +36,18 @@ using Clock = std::chrono::steady_clock;
 void check_finite(const float* p, int64_t count, const char* what) {
   for (int64_t i = 0; i < count; ++i)
     if (!std::isfinite(p[i]))
-      throw std::invalid_argument(std::string("kmeans: ") + what + " has a NaN or Inf at flat index " + std::to_string(i));
+      throw std::invalid_argument(std::string("kmeans: ") + what + " has a NaN or Inf at flat index " +
+                                  std::to_string(i));
 }
 
-void validate(const float* x, int64_t n, int64_t d, const KMeansParams& p, const float* w, const float* init) {
+void validate(const float* x, int64_t n, int64_t d, const KMeansParams& p, const float* w,
+              const float* init) {
   auto bad = [](const std::string& m) { throw std::invalid_argument("kmeans: " + m); };
   if (d < 1) bad("d (dimension) must be >= 1, got " + std::to_string(d));
   if (n < 1) bad("n (number of points) must be >= 1, got " + std::to_string(n));
   if (p.k < 1) bad("k must be >= 1, got " + std::to_string(p.k));
-  if (p.k > n) bad("k (" + std::to_string(p.k) + ") is larger than the number of points n (" + std::to_string(n) + ")");
+  if (p.k > n)
+    bad("k (" + std::to_string(p.k) + ") is larger than the number of points n (" + std::to_string(n) + ")");
   if (p.k > (int64_t)1 << 31) bad("k must fit in int32, got " + std::to_string(p.k));
   if (p.iters < 0) bad("iters must be >= 0, got " + std::to_string(p.iters));
   if (p.restarts < 1) bad("restarts must be >= 1, got " + std::to_string(p.restarts));
@@ -86,8 +89,17 @@ struct Stepper {
   detail::CentroidPack pack;
 
   Stepper(const float* x_, int64_t n_, int64_t d_, int64_t k_, const float* w_, int nt_, KMeansSplit rule)
-      : x(x_), n(n_), d(d_), k(k_), w(w_), nt(nt_), split_rule(rule), chunk(chunk_points(n_, k_, d_)),
-        nchunks((n_ + chunk - 1) / chunk), assign(n_), count(k_) {}
+      : x(x_),
+        n(n_),
+        d(d_),
+        k(k_),
+        w(w_),
+        nt(nt_),
+        split_rule(rule),
+        chunk(chunk_points(n_, k_, d_)),
+        nchunks((n_ + chunk - 1) / chunk),
+        assign(n_),
+        count(k_) {}
 
   void assign_all(const std::vector<float>& c) {
     pack.build(c.data(), k, d);
@@ -224,7 +236,8 @@ Run run_once(const float* x, int64_t n, int64_t d, const KMeansParams& p, const 
 
 }  // namespace
 
-KMeansResult kmeans(const float* x, int64_t n, int64_t d, const KMeansParams& p, const float* w, const float* init) {
+KMeansResult kmeans(const float* x, int64_t n, int64_t d, const KMeansParams& p, const float* w,
+                    const float* init) {
   validate(x, n, d, p, w, init);
   const int nt = p.threads > 0 ? p.threads : omp_get_max_threads();
   KMeansResult res;
@@ -271,7 +284,8 @@ KMeansResult kmeans(const float* x, int64_t n, int64_t d, const KMeansParams& p,
   return res;
 }
 
-std::vector<KMeansResult> kmeans_batch(const std::vector<KMeansProblem>& problems, const KMeansParams& params) {
+std::vector<KMeansResult> kmeans_batch(const std::vector<KMeansProblem>& problems,
+                                       const KMeansParams& params) {
   const int64_t np = problems.size();
   std::vector<KMeansResult> out(np);
   std::vector<std::exception_ptr> errors(np);

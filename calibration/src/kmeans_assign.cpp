@@ -50,7 +50,8 @@ inline int32_t reduce(vf best, vi idx) {
 #if defined(__AVX512F__)
   const __m512 b = (__m512)best;
   const __mmask16 at_min = _mm512_cmp_ps_mask(b, _mm512_set1_ps(_mm512_reduce_min_ps(b)), _CMP_EQ_OQ);
-  return _mm512_mask_reduce_min_epi32(at_min, (__m512i)idx);  // GCC 12 warns inside this intrinsic (false positive)
+  return _mm512_mask_reduce_min_epi32(at_min,
+                                      (__m512i)idx);  // GCC 12 warns inside this intrinsic (false positive)
 #endif
   float bv = best[0];
   int32_t bi = idx[0];

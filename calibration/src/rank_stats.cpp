@@ -44,7 +44,8 @@ double spearman(const std::vector<double>& a, const std::vector<double>& b) {
 
 std::vector<int64_t> top_k(const std::vector<double>& x, int64_t k) {
   if (k < 0 || k > (int64_t)x.size())
-    throw std::invalid_argument("top_k: k=" + std::to_string(k) + " is outside [0, " + std::to_string(x.size()) + "]");
+    throw std::invalid_argument("top_k: k=" + std::to_string(k) + " is outside [0, " +
+                                std::to_string(x.size()) + "]");
   std::vector<int64_t> idx(x.size());
   std::iota(idx.begin(), idx.end(), 0);
   std::partial_sort(idx.begin(), idx.begin() + k, idx.end(),

@@ -29,9 +29,9 @@ void check_options(const SensitivityOptions& o, int64_t T) {
   if (o.group < 1) fail("--group " + std::to_string(o.group) + " must be at least 1");
   if (o.sink < 0) fail("--sink " + std::to_string(o.sink) + " must not be negative");
   if (T < (int64_t)o.sink + o.group)
-    fail("the dump's " + std::to_string(T) + " tokens hold no whole group of --group " + std::to_string(o.group) +
-         " after the --sink " + std::to_string(o.sink) + " tokens, so no key would be quantized (need T >= " +
-         std::to_string(o.sink + o.group) + ")");
+    fail("the dump's " + std::to_string(T) + " tokens hold no whole group of --group " +
+         std::to_string(o.group) + " after the --sink " + std::to_string(o.sink) +
+         " tokens, so no key would be quantized (need T >= " + std::to_string(o.sink + o.group) + ")");
 }
 
 QuantizerSpec channel_quantizer(const SensitivityOptions& o) {
@@ -70,8 +70,7 @@ void layer_sensitivity(int64_t layer, const Tensor& q, const Tensor& k, const st
   Tensor part;
   part.shape = {Hkv, n, D};
   part.data.resize(Hkv * n * D);
-  for (int64_t g = 0; g < Hkv; ++g)
-    std::copy_n(&k.data[(g * T + kb) * D], n * D, &part.data[g * n * D]);
+  for (int64_t g = 0; g < Hkv; ++g) std::copy_n(&k.data[(g * T + kb) * D], n * D, &part.data[g * n * D]);
   const std::vector<float> khat = dequantize(quantize(part.view(), channel_quantizer(o)));
   std::vector<double> kd(k.data.begin(), k.data.end()), delta(Hkv * D * n), absmax(Hkv * D, 0.0);
   for (int64_t g = 0; g < Hkv; ++g)
@@ -87,12 +86,15 @@ void layer_sensitivity(int64_t layer, const Tensor& q, const Tensor& k, const st
   for (int64_t w = 0; w < Hq * tiles; ++w) {
     const int64_t h = w / tiles, tile = w % tiles, g = h / group;
     detail::HeadTask t;
-    t.q = &q.data[h * T * D], t.k = &kd[g * T * D], t.delta = &delta[g * D * n], t.delta_absmax = &absmax[g * D];
+    t.q = &q.data[h * T * D], t.k = &kd[g * T * D], t.delta = &delta[g * D * n],
+    t.delta_absmax = &absmax[g * D];
     t.T = T, t.D = D, t.kb = kb, t.n = n;
     t.positions = positions.data() + tile * kQueryTile;
     t.count = std::min<int64_t>(kQueryTile, (int64_t)positions.size() - tile * kQueryTile);
-    if (o.naive) detail::tile_sensitivity_naive(t, &partial[w * D]);
-    else detail::tile_sensitivity_fast(t, &partial[w * D]);
+    if (o.naive)
+      detail::tile_sensitivity_naive(t, &partial[w * D]);
+    else
+      detail::tile_sensitivity_fast(t, &partial[w * D]);
   }
   double count = 0;
   for (int64_t p : positions) count += (double)(p + 1);
@@ -108,8 +110,8 @@ void layer_sensitivity(int64_t layer, const Tensor& q, const Tensor& k, const st
   // rows come out by q head; order by (kv_head, q_head, channel) is the same since h ascends with g
 }
 
-std::vector<RankingRow> rank_layer(const std::vector<SensitivityRow>& rows, int64_t layer, int64_t num_kv_heads,
-                                   int64_t head_dim) {
+std::vector<RankingRow> rank_layer(const std::vector<SensitivityRow>& rows, int64_t layer,
+                                   int64_t num_kv_heads, int64_t head_dim) {
   std::vector<RankingRow> out;
   for (int64_t g = 0; g < num_kv_heads; ++g) {
     std::vector<double> sens(head_dim, 0.0), mag(head_dim, 0.0);
@@ -134,7 +136,8 @@ std::vector<RankingRow> rank_layer(const std::vector<SensitivityRow>& rows, int6
   return out;
 }
 
-SensitivityResult channel_sensitivity(const EvalShape& shape, const LayerLoader& load, const SensitivityOptions& o) {
+SensitivityResult channel_sensitivity(const EvalShape& shape, const LayerLoader& load,
+                                      const SensitivityOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
   check_options(o, shape.tokens);
   SensitivityResult r;
@@ -151,14 +154,16 @@ SensitivityResult channel_sensitivity(const EvalShape& shape, const LayerLoader&
     const std::vector<int64_t> qs{shape.num_q_heads, shape.tokens, shape.head_dim},
         ks{shape.num_kv_heads, shape.tokens, shape.head_dim};
     if (x.q.shape != qs || x.k.shape != ks)
-      throw std::invalid_argument("sensitivity: layer " + std::to_string(l) + " has q " + shape_string(x.q.shape) +
-                                  " and k " + shape_string(x.k.shape) + "; expected " + shape_string(qs) + " and " +
-                                  shape_string(ks));
+      throw std::invalid_argument("sensitivity: layer " + std::to_string(l) + " has q " +
+                                  shape_string(x.q.shape) + " and k " + shape_string(x.k.shape) +
+                                  "; expected " + shape_string(qs) + " and " + shape_string(ks));
     std::vector<SensitivityRow> rows;
     layer_sensitivity(l, x.q, x.k, positions, o, rows);
-    for (const RankingRow& rr : rank_layer(rows, l, shape.num_kv_heads, shape.head_dim)) r.rankings.push_back(rr);
+    for (const RankingRow& rr : rank_layer(rows, l, shape.num_kv_heads, shape.head_dim))
+      r.rankings.push_back(rr);
     r.rows.insert(r.rows.end(), rows.begin(), rows.end());
-    if (o.progress) o.progress({l - r.layers.first + 1, r.layers.last - r.layers.first + 1, seconds_since(t0)});
+    if (o.progress)
+      o.progress({l - r.layers.first + 1, r.layers.last - r.layers.first + 1, seconds_since(t0)});
   }
   r.seconds = seconds_since(t0);
   return r;

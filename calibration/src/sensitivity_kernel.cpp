@@ -42,8 +42,10 @@ constexpr double inv_factorial(int k) { return k <= 1 ? 1.0 : inv_factorial(k - 
 template <int K, int Deg>
 inline double horner(double x) {
   constexpr double c = inv_factorial(K);
-  if constexpr (K == Deg) return c;
-  else return horner<K + 1, Deg>(x) * x + c;
+  if constexpr (K == Deg)
+    return c;
+  else
+    return horner<K + 1, Deg>(x) * x + c;
 }
 
 template <int Deg>
@@ -75,10 +77,11 @@ inline double expm1_bounded(double d) {
   return std::abs(d) <= 0.5 ? expm1_taylor<10>(d) : exp_bounded(d) - 1.0;
 }
 
-// One channel's pass (expm1: a lambda, so it inlines and the loop vectorizes): A = sum P em, B = sum P^2 em, C = sum P^2 em^2 over jn keys.
+// One channel's pass (expm1: a lambda, so it inlines and the loop vectorizes): A = sum P em, B = sum P^2 em,
+// C = sum P^2 em^2 over jn keys.
 template <class Expm1>
-void sums(const double* P, const double* P2, const double* dl, double a, int64_t jn, double& A, double& B, double& C,
-          Expm1 expm1) {
+void sums(const double* P, const double* P2, const double* dl, double a, int64_t jn, double& A, double& B,
+          double& C, Expm1 expm1) {
   double sa = 0, sb = 0, sc = 0;
 #pragma omp simd reduction(+ : sa, sb, sc)
   for (int64_t j = 0; j < jn; ++j) {
@@ -92,8 +95,8 @@ void sums(const double* P, const double* P2, const double* dl, double a, int64_t
 
 // Shifts too large for exp in double (|d| > 300): the perturbed softmax recomputed from the
 // logits (P may have underflowed to 0 exactly where the shift lands).
-double sq_err_shifted(const double* logits, const double* p, int64_t len, int64_t kb, const double* dl, int64_t jn,
-                      double a) {
+double sq_err_shifted(const double* logits, const double* p, int64_t len, int64_t kb, const double* dl,
+                      int64_t jn, double a) {
   std::vector<double> l(logits, logits + len), ph(len);
   for (int64_t j = 0; j < jn; ++j) l[kb + j] += a * dl[j];
   double m = -INFINITY, z = 0, s = 0;
@@ -105,7 +108,8 @@ double sq_err_shifted(const double* logits, const double* p, int64_t len, int64_
 
 // sum_j P_j^2 (A - expm1(d_j))^2 term by term, for when the expanded form cancels (nearly
 // one-hot attention on a quantized key): unquantized keys contribute P_j^2 A^2.
-double sq_err_direct(const double* p2, int64_t len, int64_t kb, const double* dl, int64_t jn, double a, double A) {
+double sq_err_direct(const double* p2, int64_t len, int64_t kb, const double* dl, int64_t jn, double a,
+                     double A) {
   double s = 0;
   for (int64_t j = 0; j < len; ++j) {
     const double em = j >= kb && j < kb + jn ? std::expm1(a * dl[j - kb]) : 0.0;
@@ -137,11 +141,14 @@ void tile_sensitivity_fast(const HeadTask& t, double* sq_err) {
       // the cheapest polynomial whose truncation stays below 1e-11 for this channel's largest |d|
       const double dmax = std::abs(a) * t.delta_absmax[c];
       if (dmax <= 0.01) {
-        sums(P, P2, dl, a, jn, A, B, C, [](double d) { return expm1_taylor<4>(d); });  // 0.01^4 / 120 < 1e-10 relative
+        sums(P, P2, dl, a, jn, A, B, C,
+             [](double d) { return expm1_taylor<4>(d); });  // 0.01^4 / 120 < 1e-10 relative
       } else if (dmax <= 0.1) {
-        sums(P, P2, dl, a, jn, A, B, C, [](double d) { return expm1_taylor<7>(d); });  // 0.1^7 / 40320 < 3e-12
+        sums(P, P2, dl, a, jn, A, B, C,
+             [](double d) { return expm1_taylor<7>(d); });  // 0.1^7 / 40320 < 3e-12
       } else if (dmax <= 0.5) {
-        sums(P, P2, dl, a, jn, A, B, C, [](double d) { return expm1_taylor<10>(d); });  // 0.5^10 / 39916800 < 3e-11
+        sums(P, P2, dl, a, jn, A, B, C,
+             [](double d) { return expm1_taylor<10>(d); });  // 0.5^10 / 39916800 < 3e-11
       } else if (dmax <= 300) {
         sums(P, P2, dl, a, jn, A, B, C, [](double d) { return expm1_bounded(d); });
       } else {

@@ -14,9 +14,9 @@
 namespace kvlab::detail {
 
 struct HeadTask {
-  const float* q = nullptr;       // (T, D) the query head
-  const double* k = nullptr;      // (T, D) its KV head's keys
-  const double* delta = nullptr;  // (D, n) k_hat - k over keys [kb, kb + n), channel-major
+  const float* q = nullptr;              // (T, D) the query head
+  const double* k = nullptr;             // (T, D) its KV head's keys
+  const double* delta = nullptr;         // (D, n) k_hat - k over keys [kb, kb + n), channel-major
   const double* delta_absmax = nullptr;  // (D) max |delta| per channel
   int64_t T = 0, D = 0, kb = 0, n = 0;
   const int64_t* positions = nullptr;  // the tile's query positions, ascending

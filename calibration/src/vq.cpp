@@ -12,13 +12,19 @@ VQSpec parse_vq_spec(const std::string& text) {
   static const std::regex cq(R"(CQ-(\d+)c(\d+)b)"), vq(R"(VQ<?(\d+),(\d+),(\d+)>?)");
   std::smatch m;
   VQSpec s;
-  if (std::regex_match(text, m, cq)) s = {std::stoi(m[1]), std::stoi(m[2]), 1};
-  else if (std::regex_match(text, m, vq)) s = {std::stoi(m[1]), std::stoi(m[2]), std::stoi(m[3])};
+  if (std::regex_match(text, m, cq))
+    s = {std::stoi(m[1]), std::stoi(m[2]), 1};
+  else if (std::regex_match(text, m, vq))
+    s = {std::stoi(m[1]), std::stoi(m[2]), std::stoi(m[3])};
   else
-    throw std::invalid_argument("vq spec '" + text + "': expected CQ-<c>c<b>b (e.g. CQ-4c8b) or VQ<v,b,r> (e.g. VQ<4,8,1>)");
-  if (s.vec < 1 || s.vec > 4096) throw std::invalid_argument("vq spec '" + text + "': vector size must be 1..4096");
-  if (s.bits < 1 || s.bits > 8) throw std::invalid_argument("vq spec '" + text + "': index bits must be 1..8");
-  if (s.stages < 1 || s.stages > 8) throw std::invalid_argument("vq spec '" + text + "': residual stages must be 1..8");
+    throw std::invalid_argument("vq spec '" + text +
+                                "': expected CQ-<c>c<b>b (e.g. CQ-4c8b) or VQ<v,b,r> (e.g. VQ<4,8,1>)");
+  if (s.vec < 1 || s.vec > 4096)
+    throw std::invalid_argument("vq spec '" + text + "': vector size must be 1..4096");
+  if (s.bits < 1 || s.bits > 8)
+    throw std::invalid_argument("vq spec '" + text + "': index bits must be 1..8");
+  if (s.stages < 1 || s.stages > 8)
+    throw std::invalid_argument("vq spec '" + text + "': residual stages must be 1..8");
   return s;
 }
 
@@ -43,8 +49,9 @@ double vq_bits_per_element(const VQSpec& s, int64_t tokens, int64_t head_dim) {
 VQCodebooks vq_train(const float* x, int64_t T, int64_t D, const VQSpec& spec, const KMeansParams& params) {
   check_vq_fits(spec, D);
   if (spec.entries() > T)
-    throw std::invalid_argument("vq_train: " + std::to_string(spec.entries()) + " entries (2^" + std::to_string(spec.bits) +
-                                ") but only " + std::to_string(T) + " tokens to train on");
+    throw std::invalid_argument("vq_train: " + std::to_string(spec.entries()) + " entries (2^" +
+                                std::to_string(spec.bits) + ") but only " + std::to_string(T) +
+                                " tokens to train on");
   VQCodebooks cb;
   cb.spec = spec, cb.head_dim = D;
   const int64_t G = cb.groups(), v = spec.vec, K = spec.entries();
@@ -64,7 +71,8 @@ VQCodebooks vq_train(const float* x, int64_t T, int64_t D, const VQSpec& spec, c
     for (int64_t g = 0; g < G; ++g) {
       std::copy(res[g].centroids.begin(), res[g].centroids.end(), cb.book(s, g));
       for (int64_t t = 0; t < T; ++t)
-        for (int64_t j = 0; j < v; ++j) resid[t * D + g * v + j] -= res[g].centroids[res[g].assign[t] * v + j];
+        for (int64_t j = 0; j < v; ++j)
+          resid[t * D + g * v + j] -= res[g].centroids[res[g].assign[t] * v + j];
     }
   }
   return cb;
@@ -104,7 +112,8 @@ std::vector<float> vq_decode(const VQCodebooks& cb, const uint8_t* codes, int64_
 
 std::vector<uint8_t> vq_pack(const VQCodebooks& cb, const std::vector<uint8_t>& codes, int64_t T) {
   const int64_t per = (int64_t)cb.spec.stages * cb.groups(), row = packed_bytes(per, cb.spec.bits);
-  if ((int64_t)codes.size() != T * per) throw std::invalid_argument("vq_pack: codes do not match T x stages x groups");
+  if ((int64_t)codes.size() != T * per)
+    throw std::invalid_argument("vq_pack: codes do not match T x stages x groups");
   std::vector<uint8_t> out(T * row, 0);
   for (int64_t t = 0; t < T; ++t) pack_row(&codes[t * per], per, cb.spec.bits, &out[t * row]);
   return out;
@@ -112,7 +121,8 @@ std::vector<uint8_t> vq_pack(const VQCodebooks& cb, const std::vector<uint8_t>& 
 
 std::vector<uint8_t> vq_unpack(const VQCodebooks& cb, const std::vector<uint8_t>& packed, int64_t T) {
   const int64_t per = (int64_t)cb.spec.stages * cb.groups(), row = packed_bytes(per, cb.spec.bits);
-  if ((int64_t)packed.size() != T * row) throw std::invalid_argument("vq_unpack: packed bytes do not match T rows");
+  if ((int64_t)packed.size() != T * row)
+    throw std::invalid_argument("vq_unpack: packed bytes do not match T rows");
   std::vector<uint8_t> codes(T * per);
   for (int64_t t = 0; t < T; ++t) unpack_row(&packed[t * row], per, cb.spec.bits, &codes[t * per]);
   return codes;

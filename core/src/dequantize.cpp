@@ -66,8 +66,8 @@ void decode_tiles(const QuantizedTensor& q, F&& emit) {
         }
         for (int64_t c0 = 0; c0 < len; c0 += kChunk) {
           const int64_t cl = std::min(kChunk, len - c0);
-          detail::unpack_tile(q.codes.data() + n * D * lo.row_bytes, lo.row_bytes, t0 + c0, cl, D, bits, codes.data(),
-                              scratch.data());
+          detail::unpack_tile(q.codes.data() + n * D * lo.row_bytes, lo.row_bytes, t0 + c0, cl, D, bits,
+                              codes.data(), scratch.data());
           emit(Tile{lo.elem(n, t0 + c0, 0), cl, codes.data(), scale.data(), zero.data()});
         }
       }
@@ -87,8 +87,8 @@ void decode_tiles(const QuantizedTensor& q, F&& emit) {
 }
 
 template <class Recipe, bool Sym, class Out, class Convert>
-void dequantize_row(const uint8_t* __restrict codes, const float* __restrict scale, const float* __restrict zero,
-                    int64_t D, int bits, Out* __restrict out, Convert convert) {
+void dequantize_row(const uint8_t* __restrict codes, const float* __restrict scale,
+                    const float* __restrict zero, int64_t D, int bits, Out* __restrict out, Convert convert) {
   for (int64_t c = 0; c < D; ++c) {
     const GroupParams p{scale[c], zero[c]};
     out[c] = convert(Sym ? KvlabRecipe::sym_dequant(codes[c], p, bits) : Recipe::asym_dequant(codes[c], p));

@@ -21,8 +21,10 @@ void with_recipe(Profile p, F&& f) {
 
 template <class F>
 void with_input(const TensorView& x, F&& f) {
-  if (x.dtype == DType::F16) f(static_cast<const uint16_t*>(x.data));
-  else f(static_cast<const float*>(x.data));
+  if (x.dtype == DType::F16)
+    f(static_cast<const uint16_t*>(x.data));
+  else
+    f(static_cast<const float*>(x.data));
 }
 
 }  // namespace kvlab::detail

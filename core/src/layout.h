@@ -8,13 +8,13 @@
 namespace kvlab::detail {
 
 struct Layout {
-  int64_t N, T, D;   // slices, tokens, channels
-  int64_t R, L;      // rows and row length: (D, T) for axis=channel, (T, D) for axis=token
-  int64_t G;         // group size along the row
-  int64_t groups;    // groups per row: ceil(L / G)
-  int64_t row_bytes; // packed bytes per row (plain format)
+  int64_t N, T, D;    // slices, tokens, channels
+  int64_t R, L;       // rows and row length: (D, T) for axis=channel, (T, D) for axis=token
+  int64_t G;          // group size along the row
+  int64_t groups;     // groups per row: ceil(L / G)
+  int64_t row_bytes;  // packed bytes per row (plain format)
   int bits;
-  bool channel;      // axis=channel: rows are channels
+  bool channel;  // axis=channel: rows are channels
   // boost pages (axis=channel): P pages of G tokens, the last one possibly shorter
   int64_t P = 0, last = 0, k = 0;
   int64_t full_low = 0, last_low = 0, full_high = 0, last_high = 0;

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "kvlab/kv_text.h"
 #include "kvlab/half.h"
+#include "kvlab/kv_text.h"
 #include "kvlab/quantizer.h"
 #include "tiles.h"
 
@@ -32,7 +32,8 @@ const std::vector<Preset>& presets() {
        "kivi:kbits=2,vbits=2,group=128,vgroup=all,sink=32,residual=128,params=fp16,profile=kvlab",
        "kivi-2 with the first 32 tokens (attention sinks) in fp16"},
       {"kitty",
-       "kitty:kbits=2,vbits=2,group=128,vgroup=all,sink=32,residual=128,boost=0.125,params=fp16,profile=kvlab",
+       "kitty:kbits=2,vbits=2,group=128,vgroup=all,sink=32,residual=128,boost=0.125,params=fp16,profile="
+       "kvlab",
        "Kitty K2V2: 12.5% of key channels per page at 4 bits, sink 32, G=128, R=128"},
       {"kitty-pro",
        "kitty:kbits=2,vbits=2,group=128,vgroup=all,sink=32,residual=128,boost=0.25,params=fp16,profile=kvlab",
@@ -57,7 +58,9 @@ std::vector<std::string> keys_of(Family f) {
 std::string group_text(int g) { return g == kWholeAxis ? "all" : std::to_string(g); }
 
 void validate(const MethodSpec& m) {
-  auto fail = [&](const std::string& why) { throw std::invalid_argument("method '" + to_string(m) + "': " + why); };
+  auto fail = [&](const std::string& why) {
+    throw std::invalid_argument("method '" + to_string(m) + "': " + why);
+  };
   if (m.family == Family::Fp16) return;
   if (m.sink < 0) fail("sink must be >= 0");
   if (m.residual < 0) fail("residual must be >= 0");
@@ -88,15 +91,24 @@ MethodSpec parse_method(const std::string& text_in) {
   bool params_set = false;
   for (const auto& [key, v] : text::split_pairs(rest, "method spec")) {
     text::choose(key, std::string(to_string(m.family)) + " key", keys_of(m.family));
-    if (key == "kbits") m.kbits = text::parse_int(v, key);
-    else if (key == "vbits") m.vbits = text::parse_int(v, key);
-    else if (key == "group") m.group = v == "all" ? kWholeAxis : text::parse_int(v, key);
-    else if (key == "vgroup") m.vgroup = v == "all" ? kWholeAxis : text::parse_int(v, key);
-    else if (key == "sink") m.sink = text::parse_int(v, key);
-    else if (key == "residual") m.residual = text::parse_int(v, key);
-    else if (key == "boost") m.boost = text::parse_double(v, key);
-    else if (key == "params") m.params = (ParamType)text::choose(v, key, {"fp32", "fp16"}), params_set = true;
-    else if (key == "profile") m.profile = (Profile)text::choose(v, key, {"kvlab", "kivi", "kitty-sim"});
+    if (key == "kbits")
+      m.kbits = text::parse_int(v, key);
+    else if (key == "vbits")
+      m.vbits = text::parse_int(v, key);
+    else if (key == "group")
+      m.group = v == "all" ? kWholeAxis : text::parse_int(v, key);
+    else if (key == "vgroup")
+      m.vgroup = v == "all" ? kWholeAxis : text::parse_int(v, key);
+    else if (key == "sink")
+      m.sink = text::parse_int(v, key);
+    else if (key == "residual")
+      m.residual = text::parse_int(v, key);
+    else if (key == "boost")
+      m.boost = text::parse_double(v, key);
+    else if (key == "params")
+      m.params = (ParamType)text::choose(v, key, {"fp32", "fp16"}), params_set = true;
+    else if (key == "profile")
+      m.profile = (Profile)text::choose(v, key, {"kvlab", "kivi", "kitty-sim"});
   }
   if (!params_set && m.profile != Profile::Kvlab) m.params = ParamType::F16;
   validate(m);
@@ -108,9 +120,9 @@ std::string to_string(const MethodSpec& m) {
   if (m.family == Family::Fp16) return out;
   if (m.family == Family::Int8)
     return out + ":group=" + group_text(m.group) + ",params=" + to_string(m.params);
-  out += ":kbits=" + std::to_string(m.kbits) + ",vbits=" + std::to_string(m.vbits) + ",group=" + group_text(m.group) +
-         ",vgroup=" + group_text(m.vgroup) + ",sink=" + std::to_string(m.sink) +
-         ",residual=" + std::to_string(m.residual);
+  out += ":kbits=" + std::to_string(m.kbits) + ",vbits=" + std::to_string(m.vbits) +
+         ",group=" + group_text(m.group) + ",vgroup=" + group_text(m.vgroup) +
+         ",sink=" + std::to_string(m.sink) + ",residual=" + std::to_string(m.residual);
   if (m.family == Family::Kitty) out += ",boost=" + text::format_double(m.boost);
   return out + ",params=" + to_string(m.params) + ",profile=" + to_string(m.profile);
 }
@@ -169,8 +181,10 @@ Bits bits_per_element(const MethodSpec& m, int64_t T, int64_t D) {
   const int64_t kq = s.key_end - s.key_begin, vq = s.value_end - s.value_begin;
   Bits out;
   const double full = 16.0 * D;
-  out.key = m.family == Family::Fp16 ? 16.0 : (cost(key_quantizer(m), kq) + (T - kq) * full) / (double)(T * D);
-  out.value = m.family == Family::Fp16 ? 16.0 : (cost(value_quantizer(m), vq) + (T - vq) * full) / (double)(T * D);
+  out.key =
+      m.family == Family::Fp16 ? 16.0 : (cost(key_quantizer(m), kq) + (T - kq) * full) / (double)(T * D);
+  out.value =
+      m.family == Family::Fp16 ? 16.0 : (cost(value_quantizer(m), vq) + (T - vq) * full) / (double)(T * D);
   return out;
 }
 
@@ -178,8 +192,10 @@ namespace {
 
 // Elements [first, first + n) of x as floats (fp16 converts exactly).
 void load(const TensorView& x, int64_t first, int64_t n, float* out) {
-  if (x.dtype == DType::F16) detail::load_floats(static_cast<const uint16_t*>(x.data) + first, out, n);
-  else detail::load_floats(static_cast<const float*>(x.data) + first, out, n);
+  if (x.dtype == DType::F16)
+    detail::load_floats(static_cast<const uint16_t*>(x.data) + first, out, n);
+  else
+    detail::load_floats(static_cast<const float*>(x.data) + first, out, n);
 }
 
 // Quantize tokens [b, e) of x (..., T, D) and write the dequantized values into out.
@@ -191,14 +207,16 @@ void replace_range(const TensorView& x, int64_t b, int64_t e, const QuantizerSpe
       throw std::invalid_argument("apply_method: key boost channels were given but no key page is quantized");
     return;
   }
-  const int64_t T = x.shape[x.shape.size() - 2], D = x.shape.back(), N = x.numel() / (T * D), len = (e - b) * D;
+  const int64_t T = x.shape[x.shape.size() - 2], D = x.shape.back(), N = x.numel() / (T * D),
+                len = (e - b) * D;
   Tensor part;
   part.shape = x.shape;
   part.shape[part.shape.size() - 2] = e - b;
   part.data.resize(N * len);
   // fp16 input converts to fp32 exactly, so every profile sees the values it was given
   for (int64_t n = 0; n < N; ++n) load(x, (n * T + b) * D, len, &part.data[n * len]);
-  const std::vector<float> deq = dequantize(boost ? quantize(part.view(), spec, *boost) : quantize(part.view(), spec));
+  const std::vector<float> deq =
+      dequantize(boost ? quantize(part.view(), spec, *boost) : quantize(part.view(), spec));
   for (int64_t n = 0; n < N; ++n) std::copy_n(&deq[n * len], len, &out.data[(n * T + b) * D]);
 }
 
@@ -233,7 +251,8 @@ Reconstruction apply_method(const MethodSpec& m, const TensorView& k, const Tens
     throw std::invalid_argument("apply_method: keys " + shape_string(k.shape) + " and values " +
                                 shape_string(v.shape) + " differ in shape");
   if (k.shape.size() < 2 || k.numel() == 0)
-    throw std::invalid_argument("apply_method: keys of shape " + shape_string(k.shape) + " are empty or not (..., T, D)");
+    throw std::invalid_argument("apply_method: keys of shape " + shape_string(k.shape) +
+                                " are empty or not (..., T, D)");
   check_finite(k, "apply_method: keys");
   check_finite(v, "apply_method: values");
   const Schedule s = schedule(m, k.shape[k.shape.size() - 2]);

@@ -25,7 +25,8 @@ struct Overflow {
   float mn = 0, mx = 0;
   void note(int64_t n_, int64_t r, int64_t g, float lo, float hi) {
 #pragma omp critical(kvlab_overflow)
-    if (!bad || n_ * 1000003 + r < n * 1000003 + row) bad = true, n = n_, row = r, group = g, mn = lo, mx = hi;
+    if (!bad || n_ * 1000003 + r < n * 1000003 + row)
+      bad = true, n = n_, row = r, group = g, mn = lo, mx = hi;
   }
 };
 
@@ -56,18 +57,21 @@ void load(const In* in, float* out, int64_t n) {
 }
 
 // Per-channel min and max over `len` token rows of a [len][D] tile.
-void column_minmax(const float* __restrict tile, int64_t len, int64_t D, float* __restrict mn, float* __restrict mx) {
+void column_minmax(const float* __restrict tile, int64_t len, int64_t D, float* __restrict mn,
+                   float* __restrict mx) {
   std::fill(mn, mn + D, INFINITY);
   std::fill(mx, mx + D, -INFINITY);
   for (int64_t t = 0; t < len; ++t)
-    for (int64_t c = 0; c < D; ++c) mn[c] = f_min(mn[c], tile[t * D + c]), mx[c] = f_max(mx[c], tile[t * D + c]);
+    for (int64_t c = 0; c < D; ++c)
+      mn[c] = f_min(mn[c], tile[t * D + c]), mx[c] = f_max(mx[c], tile[t * D + c]);
 }
 
 // Codes of n elements, each with its own group parameters (the channels of one token row).
 template <class Recipe, bool Sym>
 void codes_per_channel(const float* __restrict x, const float* __restrict scale, const float* __restrict zero,
                        int64_t n, int bits, uint8_t* __restrict out) {
-  for (int64_t c = 0; c < n; ++c) out[c] = (uint8_t)code_of<Recipe, Sym>(x[c], GroupParams{scale[c], zero[c]}, bits);
+  for (int64_t c = 0; c < n; ++c)
+    out[c] = (uint8_t)code_of<Recipe, Sym>(x[c], GroupParams{scale[c], zero[c]}, bits);
 }
 
 // Codes of n elements sharing one group's parameters.
@@ -80,7 +84,8 @@ void codes_per_group(const float* __restrict x, GroupParams p, int64_t n, int bi
 template <class Recipe>
 void boost_codes(const float* __restrict x, const float* __restrict scale, const float* __restrict zero,
                  const int* __restrict levels, int64_t n, uint8_t* __restrict out) {
-  for (int64_t c = 0; c < n; ++c) out[c] = (uint8_t)Recipe::asym_code(x[c], GroupParams{scale[c], zero[c]}, levels[c]);
+  for (int64_t c = 0; c < n; ++c)
+    out[c] = (uint8_t)Recipe::asym_code(x[c], GroupParams{scale[c], zero[c]}, levels[c]);
 }
 
 // Scratch of one thread for one group or page.
@@ -127,7 +132,8 @@ void quantize_channel(const In* x, const Layout& lo, bool half, QuantizedTensor&
         const int64_t cl = std::min(kChunk, len - c0);
         if (len > kChunk) load<Recipe>(x + lo.elem(n, t0 + c0, 0), s.tile.data(), cl * D);
         for (int64_t t = 0; t < cl; ++t)
-          codes_per_channel<Recipe, Sym>(&s.tile[t * D], s.scale.data(), s.zero.data(), D, bits, &s.codes[t * D]);
+          codes_per_channel<Recipe, Sym>(&s.tile[t * D], s.scale.data(), s.zero.data(), D, bits,
+                                         &s.codes[t * D]);
         detail::pack_tile(s.codes.data(), cl, D, bits, q.codes.data() + n * D * lo.row_bytes, lo.row_bytes,
                           t0 + c0, s.packed.data());
       }
@@ -248,7 +254,8 @@ void check_input(const TensorView& x, const QuantizerSpec& spec) {
   if (x.shape.size() < 2)
     throw std::invalid_argument("quantize: input of shape " + shape_string(x.shape) +
                                 " needs at least 2 dims (..., T, D)");
-  if (x.numel() == 0) throw std::invalid_argument("quantize: input of shape " + shape_string(x.shape) + " is empty");
+  if (x.numel() == 0)
+    throw std::invalid_argument("quantize: input of shape " + shape_string(x.shape) + " is empty");
   const int64_t T = x.shape[x.shape.size() - 2], D = x.shape.back();
   const int64_t axis_len = spec.axis == Axis::Channel ? T : D;
   if (spec.group > axis_len)
@@ -256,7 +263,8 @@ void check_input(const TensorView& x, const QuantizerSpec& spec) {
                                 axis_name(spec) + " axis it groups (" + std::to_string(axis_len) +
                                 ") of input shape " + shape_string(x.shape));
   if (spec.boosted() && boost_count((int)D, spec.boost) > 254)
-    throw std::invalid_argument("quantize: boost=" + std::to_string(spec.boost) + " of D=" + std::to_string(D) +
+    throw std::invalid_argument("quantize: boost=" + std::to_string(spec.boost) +
+                                " of D=" + std::to_string(D) +
                                 " channels boosts more than the 254 slots a uint8 index can name");
   check_finite(x, "quantize: input");
 }
@@ -266,15 +274,17 @@ void check_input(const TensorView& x, const QuantizerSpec& spec) {
 namespace {
 
 // Throws unless `channels` holds, per (slice, page), k distinct channels in [0, D).
-void check_boost_channels(const TensorView& x, const QuantizerSpec& spec, const std::vector<int32_t>& channels) {
+void check_boost_channels(const TensorView& x, const QuantizerSpec& spec,
+                          const std::vector<int32_t>& channels) {
   if (!spec.boosted())
-    throw std::invalid_argument("quantize: boost channels were given but spec " + to_string(spec) + " has no boost");
+    throw std::invalid_argument("quantize: boost channels were given but spec " + to_string(spec) +
+                                " has no boost");
   const int64_t T = x.shape[x.shape.size() - 2], D = x.shape.back(), N = x.numel() / (T * D);
   const int64_t P = (T + spec.group - 1) / spec.group, k = boost_count((int)D, spec.boost);
   if ((int64_t)channels.size() != N * P * k)
     throw std::invalid_argument("quantize: boost channels hold " + std::to_string(channels.size()) +
-                                " entries; input " + shape_string(x.shape) + " needs N*P*k = " + std::to_string(N) +
-                                "*" + std::to_string(P) + "*" + std::to_string(k));
+                                " entries; input " + shape_string(x.shape) + " needs N*P*k = " +
+                                std::to_string(N) + "*" + std::to_string(P) + "*" + std::to_string(k));
   std::vector<char> seen(D);
   for (int64_t w = 0; w < N * P; ++w) {
     std::fill(seen.begin(), seen.end(), 0);
@@ -282,7 +292,8 @@ void check_boost_channels(const TensorView& x, const QuantizerSpec& spec, const 
       const int32_t c = channels[w * k + i];
       if (c < 0 || c >= D || seen[c])
         throw std::invalid_argument("quantize: boost channel " + std::to_string(c) + " in page row " +
-                                    std::to_string(w) + " is out of [0, " + std::to_string(D) + ") or repeated");
+                                    std::to_string(w) + " is out of [0, " + std::to_string(D) +
+                                    ") or repeated");
       seen[c] = 1;
     }
   }
@@ -316,11 +327,15 @@ QuantizedTensor quantize_impl(const TensorView& x, const QuantizerSpec& spec, co
       if (spec.boosted()) {
         if constexpr (!std::is_same_v<R, KiviRecipe>) quantize_boost<R>(in, lo, half, q, of, chosen);
       } else if (spec.axis == Axis::Channel) {
-        if (asym) quantize_channel<R, false>(in, lo, half, q, of);
-        else quantize_channel<KvlabRecipe, true>(in, lo, half, q, of);
+        if (asym)
+          quantize_channel<R, false>(in, lo, half, q, of);
+        else
+          quantize_channel<KvlabRecipe, true>(in, lo, half, q, of);
       } else {
-        if (asym) quantize_token<R, false>(in, lo, half, q, of);
-        else quantize_token<KvlabRecipe, true>(in, lo, half, q, of);
+        if (asym)
+          quantize_token<R, false>(in, lo, half, q, of);
+        else
+          quantize_token<KvlabRecipe, true>(in, lo, half, q, of);
       }
     });
   });
@@ -330,10 +345,11 @@ QuantizedTensor quantize_impl(const TensorView& x, const QuantizerSpec& spec, co
                                    ? std::string("profile=") + to_string(spec.profile) +
                                          " computes in fp16 as upstream does, and would produce inf/NaN here"
                                    : (fp16 ? "use params=fp32" : "the input's range is too large for fp32");
-    throw std::invalid_argument("quantize: group " + std::to_string(of.group) + " of row " + std::to_string(of.row) +
-                                " in slice " + std::to_string(of.n) + " spans [" + std::to_string(of.mn) + ", " +
-                                std::to_string(of.mx) + "], whose scale or zero overflows " +
-                                (fp16 ? "fp16" : "fp32") + " (spec " + to_string(spec) + "); " + advice);
+    throw std::invalid_argument("quantize: group " + std::to_string(of.group) + " of row " +
+                                std::to_string(of.row) + " in slice " + std::to_string(of.n) + " spans [" +
+                                std::to_string(of.mn) + ", " + std::to_string(of.mx) +
+                                "], whose scale or zero overflows " + (fp16 ? "fp16" : "fp32") + " (spec " +
+                                to_string(spec) + "); " + advice);
   }
   return q;
 }
@@ -345,7 +361,8 @@ QuantizedTensor quantize(const TensorView& x, const QuantizerSpec& spec) {
   return quantize_impl(x, spec, nullptr);
 }
 
-QuantizedTensor quantize(const TensorView& x, const QuantizerSpec& spec, const std::vector<int32_t>& boost_channels) {
+QuantizedTensor quantize(const TensorView& x, const QuantizerSpec& spec,
+                         const std::vector<int32_t>& boost_channels) {
   check_input(x, spec);
   check_boost_channels(x, spec, boost_channels);
   return quantize_impl(x, spec, boost_channels.data());

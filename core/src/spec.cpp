@@ -25,13 +25,16 @@ void validate(const QuantizerSpec& s) {
     throw std::invalid_argument("quantizer spec '" + to_string(s) + "': " + why);
   };
   if (s.bits < 1 || s.bits > 8) fail("bits=" + std::to_string(s.bits) + " is outside 1..8");
-  if (s.scheme == Scheme::Sym && s.bits < 2) fail("scheme=sym needs bits >= 2 (codes in [-(2^(b-1)-1), 2^(b-1)-1])");
+  if (s.scheme == Scheme::Sym && s.bits < 2)
+    fail("scheme=sym needs bits >= 2 (codes in [-(2^(b-1)-1), 2^(b-1)-1])");
   if (s.group != kWholeAxis && s.group < 1)
     fail("group=" + std::to_string(s.group) + " must be >= 1 (or 'all' for the whole axis)");
   if (s.profile != Profile::Kvlab) {
-    if (s.scheme != Scheme::Asym) fail(std::string("profile=") + to_string(s.profile) + " is asymmetric only");
+    if (s.scheme != Scheme::Asym)
+      fail(std::string("profile=") + to_string(s.profile) + " is asymmetric only");
     if (s.params != ParamType::F16)
-      fail(std::string("profile=") + to_string(s.profile) + " stores fp16 scales and minima; params=fp32 is not valid");
+      fail(std::string("profile=") + to_string(s.profile) +
+           " stores fp16 scales and minima; params=fp32 is not valid");
   }
   if (s.boosted()) {
     if (s.boost > 1.0) fail("boost=" + text::format_double(s.boost) + " is outside [0, 1]");
@@ -47,12 +50,18 @@ QuantizerSpec parse_quantizer(const std::string& str) {
   QuantizerSpec s;
   bool params_set = false;
   for (const auto& [key, v] : text::split_pairs(str, "quantizer spec")) {
-    if (key == "scheme") s.scheme = (Scheme)text::choose(v, key, {"asym", "sym"});
-    else if (key == "bits") s.bits = text::parse_int(v, key);
-    else if (key == "axis") s.axis = (Axis)text::choose(v, key, {"channel", "token"});
-    else if (key == "group") s.group = v == "all" ? kWholeAxis : text::parse_int(v, key);
-    else if (key == "params") s.params = (ParamType)text::choose(v, key, {"fp32", "fp16"}), params_set = true;
-    else if (key == "profile") s.profile = (Profile)text::choose(v, key, {"kvlab", "kivi", "kitty-sim"});
+    if (key == "scheme")
+      s.scheme = (Scheme)text::choose(v, key, {"asym", "sym"});
+    else if (key == "bits")
+      s.bits = text::parse_int(v, key);
+    else if (key == "axis")
+      s.axis = (Axis)text::choose(v, key, {"channel", "token"});
+    else if (key == "group")
+      s.group = v == "all" ? kWholeAxis : text::parse_int(v, key);
+    else if (key == "params")
+      s.params = (ParamType)text::choose(v, key, {"fp32", "fp16"}), params_set = true;
+    else if (key == "profile")
+      s.profile = (Profile)text::choose(v, key, {"kvlab", "kivi", "kitty-sim"});
     else if (key == "boost") {
       s.boost = text::parse_double(v, key);
       if (!(s.boost >= 0.0)) throw std::invalid_argument("boost=" + v + " is outside [0, 1]");

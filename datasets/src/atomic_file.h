@@ -1,15 +1,16 @@
 // Write a file through a temporary name and rename it into place.
 #pragma once
+#include <unistd.h>
 #include <cstdio>
 #include <stdexcept>
 #include <string>
-#include <unistd.h>
 
 namespace kvlab::detail {
 
 class AtomicFile {
  public:
-  explicit AtomicFile(const std::string& path) : path_(path), tmp_(path + ".tmp." + std::to_string(getpid())) {
+  explicit AtomicFile(const std::string& path)
+      : path_(path), tmp_(path + ".tmp." + std::to_string(getpid())) {
     f_ = std::fopen(tmp_.c_str(), "wb");
     if (!f_) throw std::runtime_error("cannot create '" + tmp_ + "' (for " + path_ + ")");
   }
@@ -20,7 +21,8 @@ class AtomicFile {
     }
   }
   void write(const void* p, size_t n) {
-    if (n && std::fwrite(p, 1, n, f_) != n) throw std::runtime_error("write to '" + tmp_ + "' failed (disk full?)");
+    if (n && std::fwrite(p, 1, n, f_) != n)
+      throw std::runtime_error("write to '" + tmp_ + "' failed (disk full?)");
   }
   void commit() {
     const bool ok = std::fflush(f_) == 0 && fsync(fileno(f_)) == 0;

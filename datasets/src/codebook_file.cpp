@@ -19,13 +19,16 @@ int64_t CodebookFile::role_index(const std::string& role) const {
 
 void check_codebooks_match(const CodebookFile& f, const std::string& file, int64_t dump_layers,
                            int64_t dump_kv_heads, int64_t dump_head_dim, const std::string& dump) {
-  if (f.head_dim == dump_head_dim && f.num_kv_heads == dump_kv_heads && f.first_layer + f.num_layers <= dump_layers)
+  if (f.head_dim == dump_head_dim && f.num_kv_heads == dump_kv_heads &&
+      f.first_layer + f.num_layers <= dump_layers)
     return;
-  throw std::invalid_argument("codebook file '" + file + "' (head_dim " + std::to_string(f.head_dim) + ", " +
-                              std::to_string(f.num_kv_heads) + " kv heads, layers " + std::to_string(f.first_layer) +
-                              "-" + std::to_string(f.first_layer + f.num_layers - 1) + ") does not match " + (dump.empty() ? std::string("the dump") : "dump '" + dump + "'") +
-                              " (head_dim " + std::to_string(dump_head_dim) + ", " + std::to_string(dump_kv_heads) +
-                              " kv heads, " + std::to_string(dump_layers) + " layers)");
+  throw std::invalid_argument(
+      "codebook file '" + file + "' (head_dim " + std::to_string(f.head_dim) + ", " +
+      std::to_string(f.num_kv_heads) + " kv heads, layers " + std::to_string(f.first_layer) + "-" +
+      std::to_string(f.first_layer + f.num_layers - 1) + ") does not match " +
+      (dump.empty() ? std::string("the dump") : "dump '" + dump + "'") + " (head_dim " +
+      std::to_string(dump_head_dim) + ", " + std::to_string(dump_kv_heads) + " kv heads, " +
+      std::to_string(dump_layers) + " layers)");
 }
 
 namespace {
@@ -44,8 +47,8 @@ void write_dataset(hid_t file, const std::string& name, hid_t mem_type, hid_t fi
 }
 
 template <class T>
-std::vector<T> read_dataset(hid_t file, const std::string& name, hid_t mem_type, const std::vector<int64_t>& want,
-                            const std::string& where) {
+std::vector<T> read_dataset(hid_t file, const std::string& name, hid_t mem_type,
+                            const std::vector<int64_t>& want, const std::string& where) {
   if (!h5::link_exists(file, name)) throw std::runtime_error(where + ": dataset /" + name + " is missing");
   Id ds(H5Dopen2(file, name.c_str(), H5P_DEFAULT));
   Id space(H5Dget_space(ds.get()));
@@ -56,7 +59,8 @@ std::vector<T> read_dataset(hid_t file, const std::string& name, hid_t mem_type,
     std::string w, g;
     for (auto v : want) w += std::to_string(v) + ",";
     for (auto v : dims) g += std::to_string(v) + ",";
-    throw std::runtime_error(where + ": dataset /" + name + " has shape (" + g + ") but the attributes say (" + w + ")");
+    throw std::runtime_error(where + ": dataset /" + name + " has shape (" + g +
+                             ") but the attributes say (" + w + ")");
   }
   int64_t n = 1;
   for (auto v : want) n *= v;
@@ -152,10 +156,12 @@ CodebookFile read_codebook_file(const std::string& path) {
   const int64_t K = (int64_t)1 << f.bits;
   for (const auto& role : f.roles) {
     f.books.push_back(read_dataset<float>(r, role + "/codebooks", H5T_NATIVE_FLOAT,
-                                          {f.num_layers, f.num_kv_heads, f.stages, f.groups(), K, f.vec}, where));
+                                          {f.num_layers, f.num_kv_heads, f.stages, f.groups(), K, f.vec},
+                                          where));
     f.usage.push_back(h5::link_exists(r, role + "/usage")
                           ? read_dataset<int64_t>(r, role + "/usage", H5T_NATIVE_INT64,
-                                                  {f.num_layers, f.num_kv_heads, f.stages, f.groups(), K}, where)
+                                                  {f.num_layers, f.num_kv_heads, f.stages, f.groups(), K},
+                                                  where)
                           : std::vector<int64_t>{});
   }
   return f;

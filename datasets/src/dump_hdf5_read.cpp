@@ -131,8 +131,9 @@ Stored Hdf5Dump::check_dataset(int64_t layer, Role role) const {
   if (cls == H5T_FLOAT && size == 4) return Stored::f32;
   if (h5::is_half_type(type.get())) return Stored::f16;
   if (cls == H5T_INTEGER && size == 2 && tag == "bfloat16") return Stored::bf16;
-  fail(name + " has an unsupported element type (class " + std::to_string((int)cls) + ", " + std::to_string(size) +
-       " bytes, dtype attribute '" + tag + "'); expected float32, float16, or uint16 with dtype=bfloat16");
+  fail(name + " has an unsupported element type (class " + std::to_string((int)cls) + ", " +
+       std::to_string(size) + " bytes, dtype attribute '" + tag +
+       "'); expected float32, float16, or uint16 with dtype=bfloat16");
 }
 
 Tensor Hdf5Dump::load(int64_t layer, Role role, int64_t head) const {
@@ -153,7 +154,8 @@ Tensor Hdf5Dump::load(int64_t layer, Role role, int64_t head) const {
   Id mem_type(H5Tcopy(st == Stored::f32 ? H5T_NATIVE_FLOAT : H5T_NATIVE_UINT16));
   if (st == Stored::f16) mem_type = h5::half_type();
   herr_t rc = 0;
-  if (!read_chunks_parallel(ds.get(), std::max<int64_t>(head, 0), heads, T, D, elem, raw, path_ + ": " + name)) {
+  if (!read_chunks_parallel(ds.get(), std::max<int64_t>(head, 0), heads, T, D, elem, raw,
+                            path_ + ": " + name)) {
     Id file_space(H5Dget_space(ds.get()));
     const hsize_t count[3] = {(hsize_t)heads, (hsize_t)T, (hsize_t)D};
     if (head >= 0) {
@@ -174,6 +176,8 @@ Tensor Hdf5Dump::load(int64_t layer, Role role, int64_t head) const {
 
 }  // namespace
 
-std::unique_ptr<DumpReader> open_hdf5_dump(const std::string& path) { return std::make_unique<Hdf5Dump>(path); }
+std::unique_ptr<DumpReader> open_hdf5_dump(const std::string& path) {
+  return std::make_unique<Hdf5Dump>(path);
+}
 
 }  // namespace kvlab::detail

@@ -29,7 +29,8 @@ struct DumpWriter::Impl {
 
   [[noreturn]] void fail(const std::string& what) const { throw std::runtime_error(path + ": " + what); }
   void write_root_attributes();
-  void write_dataset(const std::string& name, const void* data, hid_t type, const std::vector<int64_t>& shape);
+  void write_dataset(const std::string& name, const void* data, hid_t type,
+                     const std::vector<int64_t>& shape);
 };
 
 void DumpWriter::Impl::write_root_attributes() {
@@ -52,7 +53,8 @@ void DumpWriter::Impl::write_root_attributes() {
     const hsize_t n = info.token_ids.size();
     Id space(H5Screate_simple(1, &n, nullptr));
     Id ds(H5Dcreate2(f, "token_ids", H5T_STD_I32LE, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
-    if (!ds.valid() || H5Dwrite(ds.get(), H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, info.token_ids.data()) < 0)
+    if (!ds.valid() ||
+        H5Dwrite(ds.get(), H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, info.token_ids.data()) < 0)
       fail("cannot write /token_ids");
   }
 }
@@ -75,7 +77,8 @@ void DumpWriter::Impl::write_dataset(const std::string& name, const void* data, 
   Id ds(H5Dcreate2(file.get(), name.c_str(), type, space.get(), lcpl.get(), dcpl.get(), H5P_DEFAULT));
   if (!ds.valid()) fail("cannot create dataset " + name);
   if (!options.compress) {
-    if (H5Dwrite(ds.get(), type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0) fail("cannot write dataset " + name);
+    if (H5Dwrite(ds.get(), type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
+      fail("cannot write dataset " + name);
   } else {
     // Encode every chunk in parallel, then hand them to HDF5 in order (it is not thread-safe).
     const int elem = (int)H5Tget_size(type);
@@ -116,7 +119,8 @@ DumpWriter::DumpWriter(const std::string& path, const DumpInfo& info, DumpWriteO
   m.options = options;
   info.validate(path);
   if (options.chunk_tokens <= 0)
-    throw std::invalid_argument(path + ": chunk_tokens must be positive, got " + std::to_string(options.chunk_tokens));
+    throw std::invalid_argument(path + ": chunk_tokens must be positive, got " +
+                                std::to_string(options.chunk_tokens));
   h5::silence_errors();
   m.file = Id(H5Fcreate(m.tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
   if (!m.file.valid()) throw std::runtime_error("cannot create '" + m.tmp + "' (for " + path + ")");
@@ -136,7 +140,8 @@ void DumpWriter::write(int64_t layer, Role role, const TensorView& x) {
   if (m.committed) m.fail("write of " + name + " after commit");
   if (layer < 0 || layer >= m.info.num_layers)
     m.fail("layer " + std::to_string(layer) + " out of range [0, " + std::to_string(m.info.num_layers) + ")");
-  if (role == Role::k_pre_rope && !m.info.has_k_pre_rope) m.fail("k_pre_rope given but info.has_k_pre_rope is false");
+  if (role == Role::k_pre_rope && !m.info.has_k_pre_rope)
+    m.fail("k_pre_rope given but info.has_k_pre_rope is false");
   if (x.shape != m.info.shape(role))
     m.fail(name + " has shape " + shape_string(x.shape) + ", expected " + shape_string(m.info.shape(role)));
   if (!m.written.insert({layer, role}).second) m.fail(name + " written twice");
@@ -151,9 +156,7 @@ void DumpWriter::write(int64_t layer, Role role, const TensorView& x) {
     src = f32.data();
   }
   switch (m.info.dtype) {
-    case CaptureDtype::f32:
-      m.write_dataset(name, src, H5T_IEEE_F32LE, x.shape);
-      break;
+    case CaptureDtype::f32: m.write_dataset(name, src, H5T_IEEE_F32LE, x.shape); break;
     case CaptureDtype::f16: {
       std::vector<uint16_t> bits(n);
       if (x.dtype == DType::F16) {
@@ -185,7 +188,8 @@ void DumpWriter::commit() {
   if (m.info.has_k_pre_rope) roles.push_back(Role::k_pre_rope);
   for (int64_t l = 0; l < m.info.num_layers; ++l)
     for (Role r : roles)
-      if (!m.written.count({l, r})) m.fail("cannot commit: " + detail::dataset_path(l, r) + " was never written");
+      if (!m.written.count({l, r}))
+        m.fail("cannot commit: " + detail::dataset_path(l, r) + " was never written");
   if (H5Fclose(m.file.release()) < 0) m.fail("closing '" + m.tmp + "' failed (disk full?)");
   if (std::rename(m.tmp.c_str(), m.path.c_str()) != 0) {
     std::remove(m.tmp.c_str());

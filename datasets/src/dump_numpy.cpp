@@ -71,8 +71,8 @@ class NpyDirSource final : public NumpySource {
     for (int64_t d : h.shape) n *= (uint64_t)d;
     const uint64_t have = fs::file_size(f) - h.data_offset;
     if (have < n)
-      fail(where(name) + ": truncated .npy data: shape " + shape_string(h.shape) + " needs " + std::to_string(n) +
-           " bytes, the file holds " + std::to_string(have));
+      fail(where(name) + ": truncated .npy data: shape " + shape_string(h.shape) + " needs " +
+           std::to_string(n) + " bytes, the file holds " + std::to_string(have));
     return h;
   }
   std::vector<uint8_t> data(const std::string& name, uint64_t offset, uint64_t n) const override {
@@ -103,11 +103,13 @@ bool starts_with_npy_magic(const std::string& path) {
 std::unique_ptr<DumpReader> open_numpy_dump(const std::string& path) {
   std::error_code ec;
   if (!fs::exists(path, ec)) fail("'" + path + "': no such file or directory");
-  if (fs::is_directory(path, ec)) return make_named_array_dump(std::make_shared<NpyDirSource>(path), "directory of .npy files");
+  if (fs::is_directory(path, ec))
+    return make_named_array_dump(std::make_shared<NpyDirSource>(path), "directory of .npy files");
   if (starts_with_npy_magic(path))
     fail("'" + path +
          "' is a single .npy array, which cannot say which part is q, k or v. Save the roles together: "
-         "numpy.savez('dump.npz', q=q, k=k, v=v) with each (L, H, T, D), or q.npy, k.npy, v.npy in one directory "
+         "numpy.savez('dump.npz', q=q, k=k, v=v) with each (L, H, T, D), or q.npy, k.npy, v.npy in one "
+         "directory "
          "(see docs/DUMP_FORMAT.md)");
   if (!looks_like_zip(path))
     fail("'" + path + "' is neither a .npz (ZIP) archive, a .npy file nor a directory of .npy files");

@@ -49,10 +49,12 @@ std::unique_ptr<DumpReader> open_dump(const std::string& path) {
     return is_torch_zip(path) ? detail::open_torch_dump(path) : detail::open_numpy_dump(path);
   if (n >= 6 && std::memcmp(head, "\x93NUMPY", 6) == 0) return detail::open_numpy_dump(path);  // explains
   if (n >= 2 && head[0] == 0x80 && head[1] >= 2 && head[1] <= 5)
-    fail("'" + path + "' is a bare Python pickle (torch.save with _use_new_zipfile_serialization=False, or "
-         "pickle.dump); save it again with torch.save(obj, path) from torch 1.6 or later, or as .npz; " + kFormats);
-  fail("'" + path + "': unknown format (" + (n == 0 ? std::string("empty file") : "not HDF5, ZIP or .npy") + "); " +
-       kFormats);
+    fail("'" + path +
+         "' is a bare Python pickle (torch.save with _use_new_zipfile_serialization=False, or "
+         "pickle.dump); save it again with torch.save(obj, path) from torch 1.6 or later, or as .npz; " +
+         kFormats);
+  fail("'" + path + "': unknown format (" + (n == 0 ? std::string("empty file") : "not HDF5, ZIP or .npy") +
+       "); " + kFormats);
 }
 
 }  // namespace kvlab

@@ -30,13 +30,16 @@ OpenFn load_plugin(const std::string& path) {
     void* lib = dlopen(KVLAB_TORCH_PLUGIN, RTLD_NOW | RTLD_LOCAL);  // kept loaded for the process
     if (!lib) {
       const char* e = dlerror();
-      error = std::string("cannot load kvlab's libtorch plugin " KVLAB_TORCH_PLUGIN ": ") + (e ? e : "unknown error");
+      error = std::string("cannot load kvlab's libtorch plugin " KVLAB_TORCH_PLUGIN ": ") +
+              (e ? e : "unknown error");
       return;
     }
     fn = reinterpret_cast<OpenFn>(dlsym(lib, "kvlab_open_torch_source"));
     if (!fn) error = "kvlab's libtorch plugin " KVLAB_TORCH_PLUGIN " lacks kvlab_open_torch_source";
   });
-  if (!fn) throw std::runtime_error("'" + path + "' is a torch.save file, but " + error + "; rebuild kvlab, or " + kConvert);
+  if (!fn)
+    throw std::runtime_error("'" + path + "' is a torch.save file, but " + error + "; rebuild kvlab, or " +
+                             kConvert);
   return fn;
 }
 #endif
@@ -48,9 +51,11 @@ std::unique_ptr<DumpReader> open_torch_dump(const std::string& path) {
   std::shared_ptr<const ArraySource> src(load_plugin(path)(path));
   return make_named_array_dump(std::move(src), "torch.save file");
 #else
-  throw std::runtime_error("'" + path +
-                           "' is a torch.save file, but kvlab was built without libtorch (install libtorch-dev and "
-                           "rebuild), or " + kConvert);
+  throw std::runtime_error(
+      "'" + path +
+      "' is a torch.save file, but kvlab was built without libtorch (install libtorch-dev and "
+      "rebuild), or " +
+      kConvert);
 #endif
 }
 

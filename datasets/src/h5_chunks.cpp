@@ -28,7 +28,8 @@ std::vector<uint8_t> encode_chunk(const uint8_t* raw, size_t bytes, int elem_siz
   std::vector<uint8_t> shuffled(bytes);
   shuffle(raw, shuffled.data(), bytes, elem_size);
   z_stream z{};
-  if (deflateInit2(&z, 1, Z_DEFLATED, 15, 9, Z_HUFFMAN_ONLY) != Z_OK) throw std::runtime_error("zlib: deflateInit2 failed");
+  if (deflateInit2(&z, 1, Z_DEFLATED, 15, 9, Z_HUFFMAN_ONLY) != Z_OK)
+    throw std::runtime_error("zlib: deflateInit2 failed");
   std::vector<uint8_t> out(deflateBound(&z, bytes));
   z.next_in = shuffled.data();
   z.avail_in = (uInt)bytes;

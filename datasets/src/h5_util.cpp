@@ -100,14 +100,16 @@ std::optional<std::string> read_string_attr(hid_t obj, const char* name, const s
     H5Tset_size(mem.get(), H5T_VARIABLE);
     H5Tset_cset(mem.get(), H5Tget_cset(t.get()));
     char* p = nullptr;
-    if (H5Aread(a.get(), mem.get(), &p) < 0) throw std::runtime_error(where + ": cannot read attribute '" + name + "'");
+    if (H5Aread(a.get(), mem.get(), &p) < 0)
+      throw std::runtime_error(where + ": cannot read attribute '" + name + "'");
     std::string s = p ? p : "";
     H5free_memory(p);
     return s;
   }
   const size_t n = H5Tget_size(t.get());
   std::string s(n, '\0');
-  if (H5Aread(a.get(), t.get(), s.data()) < 0) throw std::runtime_error(where + ": cannot read attribute '" + name + "'");
+  if (H5Aread(a.get(), t.get(), s.data()) < 0)
+    throw std::runtime_error(where + ": cannot read attribute '" + name + "'");
   s.resize(s.find('\0') == std::string::npos ? n : s.find('\0'));  // fixed strings may be NUL-padded
   return s;
 }

@@ -17,15 +17,15 @@ constexpr uint64_t kHeaderBytes = 7 * sizeof(int32_t);
 uint64_t weight_floats(const Llama2cConfig& c) {
   const uint64_t dim = c.dim, hidden = c.hidden_dim, L = c.n_layers, vocab = c.vocab_size;
   const uint64_t hd = c.head_dim(), q_dim = (uint64_t)c.n_heads * hd, kv_dim = (uint64_t)c.kv_dim();
-  uint64_t n = vocab * dim;                              // token embedding
-  n += L * dim;                                          // rms_att
-  n += L * dim * q_dim + 2 * L * dim * kv_dim;           // wq, wk, wv
-  n += L * q_dim * dim;                                  // wo
-  n += L * dim;                                          // rms_ffn
-  n += 3 * L * dim * hidden;                             // w1, w2, w3
-  n += dim;                                              // rms_final
-  n += (uint64_t)c.seq_len * hd;                         // freq_cis real + imag (unused: RoPE is recomputed)
-  if (!c.shared_classifier) n += vocab * dim;            // wcls
+  uint64_t n = vocab * dim;                     // token embedding
+  n += L * dim;                                 // rms_att
+  n += L * dim * q_dim + 2 * L * dim * kv_dim;  // wq, wk, wv
+  n += L * q_dim * dim;                         // wo
+  n += L * dim;                                 // rms_ffn
+  n += 3 * L * dim * hidden;                    // w1, w2, w3
+  n += dim;                                     // rms_final
+  n += (uint64_t)c.seq_len * hd;                // freq_cis real + imag (unused: RoPE is recomputed)
+  if (!c.shared_classifier) n += vocab * dim;   // wcls
   return n;
 }
 
@@ -49,19 +49,25 @@ void check_header(const Llama2cConfig& c, const std::string& path) {
   if (c.dim % c.n_heads != 0)
     fail("dim " + std::to_string(c.dim) + " is not a multiple of n_heads " + std::to_string(c.n_heads));
   if (c.n_heads % c.n_kv_heads != 0)
-    fail("n_heads " + std::to_string(c.n_heads) + " is not a multiple of n_kv_heads " + std::to_string(c.n_kv_heads));
-  if (c.head_dim() % 2 != 0) fail("head_dim " + std::to_string(c.head_dim()) + " is odd (RoPE rotates pairs)");
-  if (c.vocab_size < 3) fail("vocab_size " + std::to_string(c.vocab_size) + " has no room for <unk>, BOS, EOS");
+    fail("n_heads " + std::to_string(c.n_heads) + " is not a multiple of n_kv_heads " +
+         std::to_string(c.n_kv_heads));
+  if (c.head_dim() % 2 != 0)
+    fail("head_dim " + std::to_string(c.head_dim()) + " is odd (RoPE rotates pairs)");
+  if (c.vocab_size < 3)
+    fail("vocab_size " + std::to_string(c.vocab_size) + " has no room for <unk>, BOS, EOS");
 }
 
 }  // namespace
 
-uint64_t llama2c_expected_bytes(const Llama2cConfig& c) { return kHeaderBytes + weight_floats(c) * sizeof(float); }
+uint64_t llama2c_expected_bytes(const Llama2cConfig& c) {
+  return kHeaderBytes + weight_floats(c) * sizeof(float);
+}
 
 Llama2cModel load_llama2c(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  if (!fs::is_regular_file(path, ec)) throw std::runtime_error("'" + path + "': llama2.c model file not found");
+  if (!fs::is_regular_file(path, ec))
+    throw std::runtime_error("'" + path + "': llama2.c model file not found");
   const uint64_t found = fs::file_size(path, ec);
   if (ec) throw std::runtime_error("'" + path + "': cannot read its size: " + ec.message());
   std::ifstream in(path, std::ios::binary);
@@ -84,11 +90,14 @@ Llama2cModel load_llama2c(const std::string& path) {
   const uint64_t expected = llama2c_expected_bytes(c);
   if (found != expected) {
     char shape[200];
-    std::snprintf(shape, sizeof shape, "dim %d, hidden_dim %d, n_layers %d, n_heads %d, n_kv_heads %d, vocab_size %d%s, seq_len %d",
-                  c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads, c.vocab_size,
-                  c.shared_classifier ? "" : " (unshared classifier)", c.seq_len);
-    throw std::runtime_error("'" + path + "': size " + std::to_string(found) + " bytes, but its header (" + shape +
-                             ") implies " + std::to_string(expected) + " bytes of a version-0 llama2.c checkpoint" +
+    std::snprintf(
+        shape, sizeof shape,
+        "dim %d, hidden_dim %d, n_layers %d, n_heads %d, n_kv_heads %d, vocab_size %d%s, seq_len %d", c.dim,
+        c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads, c.vocab_size,
+        c.shared_classifier ? "" : " (unshared classifier)", c.seq_len);
+    throw std::runtime_error("'" + path + "': size " + std::to_string(found) + " bytes, but its header (" +
+                             shape + ") implies " + std::to_string(expected) +
+                             " bytes of a version-0 llama2.c checkpoint" +
                              (found < expected ? " (truncated?)" : " (another format or version?)"));
   }
 

@@ -3,8 +3,8 @@
 
 namespace kvlab {
 
-DumpInfo llama2c_dump_info(const Llama2cModel& model, const Llama2cGeneration& gen, const std::string& model_name,
-                           const std::string& source) {
+DumpInfo llama2c_dump_info(const Llama2cModel& model, const Llama2cGeneration& gen,
+                           const std::string& model_name, const std::string& source) {
   const Llama2cConfig& c = model.config;
   DumpInfo info;
   info.model = model_name;

@@ -67,7 +67,8 @@ const std::vector<float>& Llama2cRunner::forward(int32_t token, int32_t pos, Lla
   if (pos < 0 || pos >= c.seq_len)
     throw std::out_of_range("llama2.c forward: position " + std::to_string(pos) + " outside [0, seq_len " +
                             std::to_string(c.seq_len) + ")");
-  const int dim = c.dim, hd = c.head_dim(), kv_dim = c.kv_dim(), q_dim = c.n_heads * hd, hidden = c.hidden_dim;
+  const int dim = c.dim, hd = c.head_dim(), kv_dim = c.kv_dim(), q_dim = c.n_heads * hd,
+            hidden = c.hidden_dim;
   const int kv_mul = c.n_heads / c.n_kv_heads;
   const float* w = m_.weights.data();
   if (capture && capture->q.size() != (size_t)c.n_layers) {
@@ -129,4 +130,3 @@ const std::vector<float>& Llama2cRunner::forward(int32_t token, int32_t pos, Lla
 }
 
 }  // namespace kvlab
-

@@ -23,10 +23,11 @@ Tensor heads_first(const std::vector<float>& tphd, int64_t T, int64_t H, int64_t
 Llama2cGeneration llama2c_generate(const Llama2cModel& model, const Llama2cTokenizer& tokenizer,
                                    const std::string& prompt, const Llama2cGenerateParams& params) {
   const Llama2cConfig& c = model.config;
-  if (params.steps < 0) throw std::invalid_argument("steps must be >= 0, got " + std::to_string(params.steps));
+  if (params.steps < 0)
+    throw std::invalid_argument("steps must be >= 0, got " + std::to_string(params.steps));
   if (tokenizer.size() != c.vocab_size)
-    throw std::invalid_argument("the tokenizer has " + std::to_string(tokenizer.size()) + " tokens, the model '" +
-                                model.path + "' " + std::to_string(c.vocab_size));
+    throw std::invalid_argument("the tokenizer has " + std::to_string(tokenizer.size()) +
+                                " tokens, the model '" + model.path + "' " + std::to_string(c.vocab_size));
   Llama2cSampler sampler(params.temperature, params.top_p, params.seed);
 
   Llama2cGeneration gen;

@@ -11,7 +11,8 @@ namespace kvlab {
 Llama2cSampler::Llama2cSampler(float temperature, float top_p, uint64_t seed)
     : temperature_(temperature), top_p_(top_p), state_(seed) {
   if (!(temperature >= 0.0f) || !std::isfinite(temperature))
-    throw std::invalid_argument("temperature must be a finite number >= 0, got " + std::to_string(temperature));
+    throw std::invalid_argument("temperature must be a finite number >= 0, got " +
+                                std::to_string(temperature));
   if (!std::isfinite(top_p)) throw std::invalid_argument("top_p must be finite");
   // xorshift stays at zero forever from a zero state.
   if (seed == 0) throw std::invalid_argument("seed must be nonzero");
@@ -50,9 +51,8 @@ int32_t Llama2cSampler::sample(std::vector<float>& logits) {
     if (logits[i] >= cutoff) ids.push_back(i);
   if (ids.empty())  // only a near-uniform distribution with a tiny p gets here
     ids.push_back((int32_t)(std::max_element(logits.begin(), logits.end()) - logits.begin()));
-  std::sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) {
-    return logits[a] != logits[b] ? logits[a] > logits[b] : a < b;
-  });
+  std::sort(ids.begin(), ids.end(),
+            [&](int32_t a, int32_t b) { return logits[a] != logits[b] ? logits[a] > logits[b] : a < b; });
   size_t last = ids.size() - 1;
   float mass = 0.0f;
   for (size_t i = 0; i < ids.size(); ++i) {

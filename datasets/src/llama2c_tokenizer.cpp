@@ -17,8 +17,8 @@ Llama2cTokenizer::Llama2cTokenizer(const std::string& path, int32_t vocab_size) 
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error("'" + path + "': cannot open the tokenizer file");
   auto truncated = [&](const std::string& where) {
-    return std::runtime_error("'" + path + "': tokenizer file truncated in " + where + " (the model's vocab_size is " +
-                              std::to_string(vocab_size) + ")");
+    return std::runtime_error("'" + path + "': tokenizer file truncated in " + where +
+                              " (the model's vocab_size is " + std::to_string(vocab_size) + ")");
   };
   in.read(reinterpret_cast<char*>(&max_token_length_), sizeof max_token_length_);
   if (!in) throw truncated("the max_token_length header");
@@ -42,14 +42,14 @@ Llama2cTokenizer::Llama2cTokenizer(const std::string& path, int32_t vocab_size) 
   }
   // run.c reads only vocab_size entries; more bytes mean the tokenizer of a bigger vocabulary.
   if (in.peek() != std::char_traits<char>::eof())
-    throw std::runtime_error("'" + path + "': the tokenizer has bytes after its " + std::to_string(vocab_size) +
+    throw std::runtime_error("'" + path + "': the tokenizer has bytes after its " +
+                             std::to_string(vocab_size) +
                              " entries; is it the tokenizer of another model (its vocab_size differs)?");
 
   sorted_.resize(vocab_size);
   for (int32_t i = 0; i < vocab_size; ++i) sorted_[i] = i;
-  std::sort(sorted_.begin(), sorted_.end(), [&](int32_t a, int32_t b) {
-    return pieces_[a] != pieces_[b] ? pieces_[a] < pieces_[b] : a < b;
-  });
+  std::sort(sorted_.begin(), sorted_.end(),
+            [&](int32_t a, int32_t b) { return pieces_[a] != pieces_[b] ? pieces_[a] < pieces_[b] : a < b; });
 }
 
 int32_t Llama2cTokenizer::lookup(const std::string& s) const {
@@ -79,7 +79,8 @@ std::vector<int32_t> Llama2cTokenizer::encode(const std::string& text, bool bos,
     } else {
       for (unsigned char b : cp) {
         if (b + 3 >= size())
-          throw std::runtime_error("'" + path_ + "': the vocabulary has no byte token for 0x" + std::to_string(b));
+          throw std::runtime_error("'" + path_ + "': the vocabulary has no byte token for 0x" +
+                                   std::to_string(b));
         ids.push_back(b + 3);
       }
     }
@@ -131,10 +132,14 @@ size_t utf8_length(const std::string& s, size_t i) {
   size_t n;
   uint32_t cp;
   if (c < 0x80) return 1;
-  if ((c & 0xE0) == 0xC0) n = 2, cp = c & 0x1F;
-  else if ((c & 0xF0) == 0xE0) n = 3, cp = c & 0x0F;
-  else if ((c & 0xF8) == 0xF0) n = 4, cp = c & 0x07;
-  else return 0;
+  if ((c & 0xE0) == 0xC0)
+    n = 2, cp = c & 0x1F;
+  else if ((c & 0xF0) == 0xE0)
+    n = 3, cp = c & 0x0F;
+  else if ((c & 0xF8) == 0xF0)
+    n = 4, cp = c & 0x07;
+  else
+    return 0;
   if (i + n > s.size()) return 0;
   for (size_t k = 1; k < n; ++k) {
     const unsigned char d = s[i + k];

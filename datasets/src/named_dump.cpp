@@ -54,7 +54,8 @@ std::optional<PerLayerName> parse_per_layer(const std::string& name) {
     if (name.compare(0, pre.size(), pre) != 0) continue;
     size_t q = pre.size();
     while (q < name.size() && std::isdigit((unsigned char)name[q])) ++q;
-    if (q == pre.size() || q - pre.size() > 9 || q >= name.size() || name[q] != kSpellings[sp].sep) return std::nullopt;
+    if (q == pre.size() || q - pre.size() > 9 || q >= name.size() || name[q] != kSpellings[sp].sep)
+      return std::nullopt;
     const auto role = role_of(name.substr(q + 1));
     if (!role) return std::nullopt;
     return PerLayerName{std::stoll(name.substr(pre.size(), q - pre.size())), *role, sp};
@@ -65,8 +66,8 @@ std::optional<PerLayerName> parse_per_layer(const std::string& name) {
 // One q/k/v array as seen in the file: its member and the (H, T, D) part of its shape.
 struct Found {
   std::string name, where;
-  std::vector<int64_t> full;   // the array's whole shape, for messages
-  std::vector<int64_t> htd;    // (H, T, D)
+  std::vector<int64_t> full;  // the array's whole shape, for messages
+  std::vector<int64_t> htd;   // (H, T, D)
   std::string dtype;
 };
 
@@ -75,8 +76,8 @@ Found inspect(const ArraySource& src, const std::string& name, size_t rank, cons
   ArrayMeta m = src.meta(name);
   if (m.shape.size() != rank) {
     const bool batch = m.shape.size() == rank + 1 && m.shape[0] == 1;
-    fail(f.where + ": expected rank " + str((int64_t)rank) + " " + dims + ", found shape " + shape_string(m.shape) +
-         (batch ? "; drop the leading batch dimension (x[0]) before saving" : ""));
+    fail(f.where + ": expected rank " + str((int64_t)rank) + " " + dims + ", found shape " +
+         shape_string(m.shape) + (batch ? "; drop the leading batch dimension (x[0]) before saving" : ""));
   }
   f.full = m.shape;
   f.htd.assign(m.shape.end() - 3, m.shape.end());
@@ -89,7 +90,8 @@ CaptureDtype capture_dtype(const Found& f) {
   if (f.dtype == "bfloat16") return CaptureDtype::bf16;
   if (f.dtype == "float32") return CaptureDtype::f32;
   fail(f.where + " has dtype '" + f.dtype +
-       "'; dumps hold float16, bfloat16 or float32 values: convert it first (numpy: x.astype(np.float32); torch: x.float())");
+       "'; dumps hold float16, bfloat16 or float32 values: convert it first (numpy: x.astype(np.float32); "
+       "torch: x.float())");
 }
 
 // Every array agrees with the first q (T, D, heads, dtype) and the first k (heads).
@@ -101,18 +103,19 @@ void check_consistent(const std::vector<std::pair<Role, Found>>& all, const Foun
     for (int d = 0; d < 3; ++d) {
       const Found& r = d == 0 ? ref : q0;  // heads against the same kind; T and D against q
       if (f.htd[d] != r.htd[d])
-        fail(f.where + " has " + what[d] + " = " + str(f.htd[d]) + " (shape " + shape_string(f.full) + ") but " +
-             r.where + " has " + str(r.htd[d]) + " (shape " + shape_string(r.full) + ")" +
+        fail(f.where + " has " + what[d] + " = " + str(f.htd[d]) + " (shape " + shape_string(f.full) +
+             ") but " + r.where + " has " + str(r.htd[d]) + " (shape " + shape_string(r.full) + ")" +
              (d == 0 ? "; every " + std::string(role == Role::q ? "q" : "k, v, k_pre_rope") +
                            " array needs the same number of heads"
                      : "; every array needs the same " + std::string(what[d])));
     }
     if (f.dtype != q0.dtype)
-      fail(f.where + " has dtype " + f.dtype + " but " + q0.where + " has " + q0.dtype + "; save every array in one dtype");
+      fail(f.where + " has dtype " + f.dtype + " but " + q0.where + " has " + q0.dtype +
+           "; save every array in one dtype");
   }
   if (k0.htd[0] <= 0 || q0.htd[0] % k0.htd[0] != 0)
-    fail(q0.where + " has " + str(q0.htd[0]) + " heads, not a multiple of the " + str(k0.htd[0]) + " heads of " +
-         k0.where + " (grouped-query attention: query head h reads KV head h / (Hq/Hkv))");
+    fail(q0.where + " has " + str(q0.htd[0]) + " heads, not a multiple of the " + str(k0.htd[0]) +
+         " heads of " + k0.where + " (grouped-query attention: query head h reads KV head h / (Hq/Hkv))");
 }
 
 std::string model_from_path(const std::string& path) {
@@ -180,9 +183,11 @@ void read_metadata(const ArraySource& src, DumpInfo& info) {
   }
   if (auto ids = src.integers("token_ids")) {
     if ((int64_t)ids->size() != info.tokens)
-      fail(src.where("token_ids") + " has " + str((int64_t)ids->size()) + " entries for " + str(info.tokens) + " tokens");
+      fail(src.where("token_ids") + " has " + str((int64_t)ids->size()) + " entries for " + str(info.tokens) +
+           " tokens");
     for (int64_t id : *ids) {
-      if (id < INT32_MIN || id > INT32_MAX) fail(src.where("token_ids") + ": id " + str(id) + " does not fit in int32");
+      if (id < INT32_MIN || id > INT32_MAX)
+        fail(src.where("token_ids") + ": id " + str(id) + " does not fit in int32");
       info.token_ids.push_back((int32_t)id);
     }
   }
@@ -190,7 +195,8 @@ void read_metadata(const ArraySource& src, DumpInfo& info) {
 
 }  // namespace
 
-std::unique_ptr<DumpReader> make_named_array_dump(std::shared_ptr<const ArraySource> src, const std::string& format) {
+std::unique_ptr<DumpReader> make_named_array_dump(std::shared_ptr<const ArraySource> src,
+                                                  const std::string& format) {
   const std::string& path = src->path();
   std::map<Role, std::string> stacked;
   std::map<std::pair<int64_t, Role>, std::string> per_layer;
@@ -203,16 +209,19 @@ std::unique_ptr<DumpReader> make_named_array_dump(std::shared_ptr<const ArraySou
       stacked[*r] = name;
     } else if (auto pl = parse_per_layer(name)) {
       if (spelling >= 0 && pl->spelling != spelling)
-        fail(quote(path) + ": mixes the per-layer spellings '" + first_per_layer + "' and '" + name + "'; use one");
+        fail(quote(path) + ": mixes the per-layer spellings '" + first_per_layer + "' and '" + name +
+             "'; use one");
       if (spelling < 0) spelling = pl->spelling, first_per_layer = name;
       auto [it, fresh] = per_layer.emplace(std::make_pair(pl->layer, pl->role), name);
-      if (!fresh) fail(quote(path) + ": '" + it->second + "' and '" + name + "' both hold layer " + str(pl->layer) + " " +
-                       role_name(pl->role));
+      if (!fresh)
+        fail(quote(path) + ": '" + it->second + "' and '" + name + "' both hold layer " + str(pl->layer) +
+             " " + role_name(pl->role));
     }
   }
   if (n_seen > 12) seen += ", ... (" + str(n_seen) + " in all)";
   if (stacked.empty() && per_layer.empty())
-    fail(quote(path) + ": no q/k/v arrays found (it holds: " + (seen.empty() ? "nothing" : seen) + "); " + kAccepted);
+    fail(quote(path) + ": no q/k/v arrays found (it holds: " + (seen.empty() ? "nothing" : seen) + "); " +
+         kAccepted);
   if (!stacked.empty() && !per_layer.empty())
     fail(quote(path) + ": mixes stacked arrays ('" + stacked.begin()->second + "') and per-layer arrays ('" +
          per_layer.begin()->second + "'); use one layout");
@@ -223,7 +232,8 @@ std::unique_ptr<DumpReader> make_named_array_dump(std::shared_ptr<const ArraySou
   if (!stacked.empty()) {
     for (Role r : kRequired)
       if (!stacked.count(r))
-        fail(quote(path) + ": has stacked arrays but no '" + role_name(r) + "' (q, k and v are required); " + kAccepted);
+        fail(quote(path) + ": has stacked arrays but no '" + role_name(r) + "' (q, k and v are required); " +
+             kAccepted);
     int64_t layers = -1;
     std::string layers_where;
     std::vector<int64_t> layers_shape;
@@ -231,8 +241,8 @@ std::unique_ptr<DumpReader> make_named_array_dump(std::shared_ptr<const ArraySou
       Found f = inspect(*src, name, 4, "(L, H, T, D)");
       if (layers < 0) layers = f.full[0], layers_where = f.where, layers_shape = f.full;
       if (f.full[0] != layers)
-        fail(f.where + " has " + str(f.full[0]) + " layers (shape " + shape_string(f.full) + ") but " + layers_where +
-             " has " + str(layers) + " (shape " + shape_string(layers_shape) + ")");
+        fail(f.where + " has " + str(f.full[0]) + " layers (shape " + shape_string(f.full) + ") but " +
+             layers_where + " has " + str(layers) + " (shape " + shape_string(layers_shape) + ")");
       all.emplace_back(role, std::move(f));
     }
     info.num_layers = layers;

@@ -16,6 +16,7 @@ namespace kvlab::detail {
 // Checks every shape, dtype and count from the arrays' headers (no data is read) and throws
 // std::runtime_error naming the file and member on any mismatch. `format` ("numpy .npz", ...)
 // goes into DumpInfo::source.
-std::unique_ptr<DumpReader> make_named_array_dump(std::shared_ptr<const ArraySource> src, const std::string& format);
+std::unique_ptr<DumpReader> make_named_array_dump(std::shared_ptr<const ArraySource> src,
+                                                  const std::string& format);
 
 }  // namespace kvlab::detail

@@ -50,12 +50,14 @@ std::string header_field(const std::string& h, const std::string& key, const std
 }
 
 std::vector<int64_t> parse_shape(const std::string& s, const std::string& where) {
-  if (s.size() < 2 || s.front() != '(' || s.back() != ')') fail_at(where, "npy shape '" + s + "' is not a tuple");
+  if (s.size() < 2 || s.front() != '(' || s.back() != ')')
+    fail_at(where, "npy shape '" + s + "' is not a tuple");
   std::vector<int64_t> shape;
   std::string num;
   for (size_t i = 1; i + 1 <= s.size(); ++i) {
     const char c = s[i];
-    if (c >= '0' && c <= '9') num += c;
+    if (c >= '0' && c <= '9')
+      num += c;
     else if (c == ',' || c == ')') {
       if (!num.empty()) shape.push_back(std::stoll(num)), num.clear();
     } else if (c != ' ' && c != 'L')
@@ -66,7 +68,8 @@ std::vector<int64_t> parse_shape(const std::string& s, const std::string& where)
 
 std::string header_text(const NpyArray& a) {
   std::string shape = "(";
-  for (size_t i = 0; i < a.shape.size(); ++i) shape += std::to_string(a.shape[i]) + (i + 1 < a.shape.size() ? ", " : "");
+  for (size_t i = 0; i < a.shape.size(); ++i)
+    shape += std::to_string(a.shape[i]) + (i + 1 < a.shape.size() ? ", " : "");
   if (a.shape.size() == 1) shape += ",";
   shape += ")";
   std::string h = "{'descr': '" + a.descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
@@ -78,10 +81,12 @@ std::string header_text(const NpyArray& a) {
 }  // namespace
 
 NpyHeader parse_npy_header(const uint8_t* p, size_t n, const std::string& where) {
-  if (n < 10 || std::memcmp(p, "\x93NUMPY", 6) != 0) fail_at(where, "not a .npy file (bad magic or shorter than 10 bytes)");
+  if (n < 10 || std::memcmp(p, "\x93NUMPY", 6) != 0)
+    fail_at(where, "not a .npy file (bad magic or shorter than 10 bytes)");
   const int major = p[6];
   size_t hlen, hstart;
-  if (major == 1) hlen = p[8] | (p[9] << 8), hstart = 10;
+  if (major == 1)
+    hlen = p[8] | (p[9] << 8), hstart = 10;
   else if (major == 2 || major == 3) {
     if (n < 12) fail_at(where, "truncated .npy header");
     hlen = p[8] | (p[9] << 8) | (p[10] << 16) | ((size_t)p[11] << 24), hstart = 12;
@@ -91,7 +96,8 @@ NpyHeader parse_npy_header(const uint8_t* p, size_t n, const std::string& where)
   const std::string h(p + hstart, p + hstart + hlen);
   NpyHeader out;
   std::string descr = header_field(h, "descr", where);
-  if (descr.size() < 2 || descr.front() != '\'') fail_at(where, "npy dtype " + descr + " is not a simple dtype");
+  if (descr.size() < 2 || descr.front() != '\'')
+    fail_at(where, "npy dtype " + descr + " is not a simple dtype");
   out.descr = descr.substr(1, descr.size() - 2);
   if (out.descr.empty() || out.descr[0] == '>')
     fail_at(where, "npy dtype '" + out.descr + "' is big-endian or empty; save little-endian data");
@@ -116,7 +122,8 @@ NpyArray parse_npy(const uint8_t* p, size_t n, const std::string& where) {
   a.shape = h.shape;
   const size_t need = (size_t)a.numel() * h.item_size, have = n - h.data_offset;
   if (have < need)
-    fail_at(where, "truncated .npy data: shape needs " + std::to_string(need) + " bytes, file holds " + std::to_string(have));
+    fail_at(where, "truncated .npy data: shape needs " + std::to_string(need) + " bytes, file holds " +
+                       std::to_string(have));
   a.bytes.assign(p + h.data_offset, p + h.data_offset + need);
   return a;
 }
@@ -130,7 +137,8 @@ NpyArray read_npy(const std::string& path) {
 
 std::vector<uint8_t> npy_bytes(const NpyArray& a) {
   const std::string h = header_text(a);
-  const uint8_t magic[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (uint8_t)(h.size() & 0xff), (uint8_t)(h.size() >> 8)};
+  const uint8_t magic[10] = {
+      0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (uint8_t)(h.size() & 0xff), (uint8_t)(h.size() >> 8)};
   std::vector<uint8_t> out(10 + h.size() + a.bytes.size());
   std::memcpy(out.data(), magic, 10);
   std::memcpy(out.data() + 10, h.data(), h.size());
@@ -155,15 +163,24 @@ static NpyArray make(const std::vector<T>& v, std::vector<int64_t> shape, const 
   if (!v.empty()) std::memcpy(a.bytes.data(), v.data(), a.bytes.size());
   return a;
 }
-NpyArray make_npy(const std::vector<float>& v, std::vector<int64_t> s) { return make(v, std::move(s), "<f4"); }
-NpyArray make_npy(const std::vector<uint16_t>& v, std::vector<int64_t> s) { return make(v, std::move(s), "<f2"); }
-NpyArray make_npy(const std::vector<uint8_t>& v, std::vector<int64_t> s) { return make(v, std::move(s), "|u1"); }
+NpyArray make_npy(const std::vector<float>& v, std::vector<int64_t> s) {
+  return make(v, std::move(s), "<f4");
+}
+NpyArray make_npy(const std::vector<uint16_t>& v, std::vector<int64_t> s) {
+  return make(v, std::move(s), "<f2");
+}
+NpyArray make_npy(const std::vector<uint8_t>& v, std::vector<int64_t> s) {
+  return make(v, std::move(s), "|u1");
+}
 
 TensorView as_tensor(const NpyArray& a, const std::string& path) {
   DType t;
-  if (a.descr == "<f2") t = DType::F16;
-  else if (a.descr == "<f4") t = DType::F32;
-  else fail(path, "dtype '" + a.descr + "' is not supported here; use float16 ('<f2') or float32 ('<f4')");
+  if (a.descr == "<f2")
+    t = DType::F16;
+  else if (a.descr == "<f4")
+    t = DType::F32;
+  else
+    fail(path, "dtype '" + a.descr + "' is not supported here; use float16 ('<f2') or float32 ('<f4')");
   return {a.bytes.data(), t, a.shape};
 }
 
@@ -172,23 +189,28 @@ void write_npz(const std::string& path, const std::vector<std::pair<std::string,
   std::vector<uint8_t> central;
   uint64_t offset = 0;
   detail::AtomicFile f(path);
-  auto put16 = [](std::vector<uint8_t>& b, uint32_t v) { b.push_back(v & 0xff), b.push_back((v >> 8) & 0xff); };
+  auto put16 = [](std::vector<uint8_t>& b, uint32_t v) {
+    b.push_back(v & 0xff), b.push_back((v >> 8) & 0xff);
+  };
   auto put32 = [&](std::vector<uint8_t>& b, uint32_t v) { put16(b, v & 0xffff), put16(b, v >> 16); };
   for (const auto& [name, arr] : arrays) {
     const auto data = npy_bytes(arr);
     const std::string fname = name + ".npy";
     if (data.size() >= 0xffffffffull || offset >= 0xffffffffull)
-      throw std::runtime_error("'" + path + "': array '" + name + "' makes the .npz exceed 4 GiB (no ZIP64 support)");
+      throw std::runtime_error("'" + path + "': array '" + name +
+                               "' makes the .npz exceed 4 GiB (no ZIP64 support)");
     const uint32_t crc = (uint32_t)crc32_z(0L, data.data(), data.size());
     std::vector<uint8_t> local;
-    put32(local, 0x04034b50), put16(local, 20), put16(local, 0), put16(local, 0), put16(local, 0), put16(local, 0x21);
+    put32(local, 0x04034b50), put16(local, 20), put16(local, 0), put16(local, 0), put16(local, 0),
+        put16(local, 0x21);
     put32(local, crc), put32(local, (uint32_t)data.size()), put32(local, (uint32_t)data.size());
     put16(local, (uint32_t)fname.size()), put16(local, 0);
     local.insert(local.end(), fname.begin(), fname.end());
     put32(central, 0x02014b50), put16(central, 20), put16(central, 20), put16(central, 0), put16(central, 0);
     put16(central, 0), put16(central, 0x21), put32(central, crc), put32(central, (uint32_t)data.size());
     put32(central, (uint32_t)data.size()), put16(central, (uint32_t)fname.size()), put16(central, 0);
-    put16(central, 0), put16(central, 0), put16(central, 0), put32(central, 0), put32(central, (uint32_t)offset);
+    put16(central, 0), put16(central, 0), put16(central, 0), put32(central, 0),
+        put32(central, (uint32_t)offset);
     central.insert(central.end(), fname.begin(), fname.end());
     f.write(local.data(), local.size());
     f.write(data.data(), data.size());
@@ -196,7 +218,8 @@ void write_npz(const std::string& path, const std::vector<std::pair<std::string,
   }
   std::vector<uint8_t> end;
   put32(end, 0x06054b50), put16(end, 0), put16(end, 0), put16(end, (uint32_t)arrays.size());
-  put16(end, (uint32_t)arrays.size()), put32(end, (uint32_t)central.size()), put32(end, (uint32_t)offset), put16(end, 0);
+  put16(end, (uint32_t)arrays.size()), put32(end, (uint32_t)central.size()), put32(end, (uint32_t)offset),
+      put16(end, 0);
   f.write(central.data(), central.size());
   f.write(end.data(), end.size());
   f.commit();

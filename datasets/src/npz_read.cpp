@@ -18,7 +18,8 @@ uint64_t header_end(const std::vector<uint8_t>& p, uint64_t n) {
 }
 
 std::string strip_npy(const std::string& name) {
-  return name.size() > 4 && name.compare(name.size() - 4, 4, ".npy") == 0 ? name.substr(0, name.size() - 4) : name;
+  return name.size() > 4 && name.compare(name.size() - 4, 4, ".npy") == 0 ? name.substr(0, name.size() - 4)
+                                                                          : name;
 }
 }  // namespace
 
@@ -50,7 +51,9 @@ bool NpzReader::contains(const std::string& name) const {
   return impl_->zip.find(name + ".npy") || impl_->zip.find(name);
 }
 
-std::string NpzReader::where(const std::string& name) const { return "'" + path() + "' member '" + name + "'"; }
+std::string NpzReader::where(const std::string& name) const {
+  return "'" + path() + "' member '" + name + "'";
+}
 
 NpyHeader NpzReader::header(const std::string& name) const {
   const auto& e = impl_->entry(name);
@@ -62,8 +65,8 @@ NpyHeader NpzReader::header(const std::string& name) const {
   probe.descr = h.descr, probe.shape = h.shape;
   const uint64_t need = h.data_offset + (uint64_t)probe.numel() * h.item_size;
   if (e.size < need)
-    throw std::runtime_error(where(name) + ": truncated .npy data: shape " + shape_string(h.shape) + " needs " +
-                             std::to_string(need - h.data_offset) + " bytes, the member holds " +
+    throw std::runtime_error(where(name) + ": truncated .npy data: shape " + shape_string(h.shape) +
+                             " needs " + std::to_string(need - h.data_offset) + " bytes, the member holds " +
                              std::to_string(e.size - std::min<uint64_t>(e.size, h.data_offset)));
   return h;
 }

@@ -64,7 +64,8 @@ std::optional<std::vector<int64_t>> NumpySource::integers(const std::string& nam
   auto a = small(name);
   if (!a) return std::nullopt;
   if (!is_integer(a->descr) || a->shape.size() != 1)
-    fail(where(name) + " must be a 1-d integer array, found dtype '" + a->descr + "' shape " + shape_string(a->shape));
+    fail(where(name) + " must be a 1-d integer array, found dtype '" + a->descr + "' shape " +
+         shape_string(a->shape));
   std::vector<int64_t> out(a->numel());
   for (int64_t i = 0; i < a->numel(); ++i) out[i] = integer_at(*a, i);
   return out;
@@ -101,13 +102,15 @@ std::optional<std::string> NumpySource::text(const std::string& name) const {
     for (size_t i = 0; i + 4 <= a->bytes.size(); i += 4) {
       uint32_t c;
       std::memcpy(&c, a->bytes.data() + i, 4);
-      if (c < 0x80) s += (char)c;
-      else if (c < 0x800) s += (char)(0xc0 | (c >> 6)), s += (char)(0x80 | (c & 0x3f));
+      if (c < 0x80)
+        s += (char)c;
+      else if (c < 0x800)
+        s += (char)(0xc0 | (c >> 6)), s += (char)(0x80 | (c & 0x3f));
       else if (c < 0x10000)
         s += (char)(0xe0 | (c >> 12)), s += (char)(0x80 | ((c >> 6) & 0x3f)), s += (char)(0x80 | (c & 0x3f));
       else
-        s += (char)(0xf0 | (c >> 18)), s += (char)(0x80 | ((c >> 12) & 0x3f)), s += (char)(0x80 | ((c >> 6) & 0x3f)),
-            s += (char)(0x80 | (c & 0x3f));
+        s += (char)(0xf0 | (c >> 18)), s += (char)(0x80 | ((c >> 12) & 0x3f)),
+            s += (char)(0x80 | ((c >> 6) & 0x3f)), s += (char)(0x80 | (c & 0x3f));
     }
   }
   while (!s.empty() && s.back() == '\0') s.pop_back();  // numpy pads fixed-width strings with NULs

@@ -13,7 +13,9 @@ struct Gauss {
   std::mt19937_64 rng;
   explicit Gauss(uint64_t seed) : rng(seed) {}
   double uniform() { return ((rng() >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
-  double operator()() { return std::sqrt(-2.0 * std::log(uniform())) * std::cos(6.283185307179586 * uniform()); }
+  double operator()() {
+    return std::sqrt(-2.0 * std::log(uniform())) * std::cos(6.283185307179586 * uniform());
+  }
 };
 
 }  // namespace

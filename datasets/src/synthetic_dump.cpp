@@ -43,12 +43,13 @@ namespace {
 
 std::string describe(const SyntheticDumpParams& p) {
   char b[512];
-  std::snprintf(b, sizeof b,
-                "kvlab synthetic generator v1: preset %s, seed %llu, layers %lld, q_heads %lld, kv_heads %lld, "
-                "head_dim %lld, tokens %lld, rope %s theta %g, sink_tokens %lld",
-                p.preset.c_str(), (unsigned long long)p.seed, (long long)p.layers, (long long)p.q_heads,
-                (long long)p.kv_heads, (long long)p.head_dim, (long long)p.tokens, rope_style_name(p.rope_style),
-                p.rope_theta, (long long)p.sink_tokens);
+  std::snprintf(
+      b, sizeof b,
+      "kvlab synthetic generator v1: preset %s, seed %llu, layers %lld, q_heads %lld, kv_heads %lld, "
+      "head_dim %lld, tokens %lld, rope %s theta %g, sink_tokens %lld",
+      p.preset.c_str(), (unsigned long long)p.seed, (long long)p.layers, (long long)p.q_heads,
+      (long long)p.kv_heads, (long long)p.head_dim, (long long)p.tokens, rope_style_name(p.rope_style),
+      p.rope_theta, (long long)p.sink_tokens);
   return b;
 }
 
@@ -103,7 +104,9 @@ void block_rows(const synth::RowModel& m, int64_t block, int64_t n, int64_t sink
 }
 
 inline void store(float* out, const float* tile, int64_t n) { std::copy(tile, tile + n, out); }
-inline void store(uint16_t* out, const float* tile, int64_t n) { detail::float_to_half_n(tile, out, n); }  // exact
+inline void store(uint16_t* out, const float* tile, int64_t n) {
+  detail::float_to_half_n(tile, out, n);
+}  // exact
 
 }  // namespace
 
@@ -156,8 +159,8 @@ std::unique_ptr<SyntheticDump::RopeTable> SyntheticDump::build_rope() const {
 }
 
 template <class Out>
-static void generate_into(const SyntheticDumpParams& p, int64_t layer, Role role,
-                          int64_t hb, int64_t he, const float* cosT, const float* sinT, int64_t pairs, Out* out) {
+static void generate_into(const SyntheticDumpParams& p, int64_t layer, Role role, int64_t hb, int64_t he,
+                          const float* cosT, const float* sinT, int64_t pairs, Out* out) {
   const int64_t T = p.tokens, D = p.head_dim, blocks = (T + kBlock - 1) / kBlock;
   std::vector<synth::RowModel> models;
   for (int64_t h = hb; h < he; ++h) models.push_back(synth::head_model(p, layer, role, h));
@@ -179,7 +182,8 @@ template <class Out>
 void SyntheticDump::generate_any(int64_t layer, Role role, int64_t hb, int64_t he, Out* out) const {
   check_request(layer, role, hb);
   if (he <= hb)
-    throw std::invalid_argument(name_ + ": empty head range [" + std::to_string(hb) + ", " + std::to_string(he) + ")");
+    throw std::invalid_argument(name_ + ": empty head range [" + std::to_string(hb) + ", " +
+                                std::to_string(he) + ")");
   check_request(layer, role, he - 1);
   const RopeTable& r = rope();
   generate_into(p_, layer, role, hb, he, r.cos.data(), r.sin.data(), r.pairs, out);

@@ -14,8 +14,17 @@ namespace {
 constexpr double kPi = 3.14159265358979323846;
 
 // Stream tags: each kind of draw has its own family of keys.
-enum Tag : uint64_t { kGroupTag = 1, kQueryTag, kValueTag, kKeyNoise, kKeyLatent, kQueryNoise, kQueryLatent,
-                      kValueNoise, kValueTau };
+enum Tag : uint64_t {
+  kGroupTag = 1,
+  kQueryTag,
+  kValueTag,
+  kKeyNoise,
+  kKeyLatent,
+  kQueryNoise,
+  kQueryLatent,
+  kValueNoise,
+  kValueTau
+};
 
 constexpr double kMeanRatio = 0.425;  // mean of a query head's outlier ratio, U(0.25, 0.6)
 
@@ -28,13 +37,13 @@ struct Outlier {
 
 // What the KV head and its q heads share.
 struct Group {
-  double level = 1;                    // typical key channel scale of this head
-  std::vector<double> kscale, kmean;   // [D]
-  std::vector<double> basis;           // [r][D]: latent directions with a decaying spectrum
+  double level = 1;                   // typical key channel scale of this head
+  std::vector<double> kscale, kmean;  // [D]
+  std::vector<double> basis;          // [r][D]: latent directions with a decaying spectrum
   std::vector<Outlier> outliers;
-  std::vector<int64_t> pos_pairs;      // fast pairs with a mean that queries share
+  std::vector<int64_t> pos_pairs;  // fast pairs with a mean that queries share
   std::vector<double> pos_angle;
-  double sink_eta = 1;                 // sink outlier magnitude relative to the ordinary one
+  double sink_eta = 1;  // sink outlier magnitude relative to the ordinary one
 };
 
 Group make_group(const SyntheticDumpParams& p, int64_t layer, int64_t g) {
@@ -63,8 +72,10 @@ Group make_group(const SyntheticDumpParams& p, int64_t layer, int64_t g) {
   const int64_t n_out = std::min<int64_t>(slow, 1 + s.below(std::max<int64_t>(1, D / 32)));
   while ((int64_t)G.outliers.size() < n_out) {
     const double u = s.uniform();
-    const int64_t j = G.outliers.empty() ? P - 1 - s.below(std::max<int64_t>(1, P / 8)) : P - 1 - (int64_t)(u * u * slow);
-    if (std::any_of(G.outliers.begin(), G.outliers.end(), [&](const Outlier& o) { return o.pair == j; })) continue;
+    const int64_t j =
+        G.outliers.empty() ? P - 1 - s.below(std::max<int64_t>(1, P / 8)) : P - 1 - (int64_t)(u * u * slow);
+    if (std::any_of(G.outliers.begin(), G.outliers.end(), [&](const Outlier& o) { return o.pair == j; }))
+      continue;
     Outlier o;
     o.pair = j;
     o.magnitude = G.level * (8.0 + 6.0 * s.uniform());
@@ -86,7 +97,8 @@ Group make_group(const SyntheticDumpParams& p, int64_t layer, int64_t g) {
   if (!G.outliers.empty()) {
     const Outlier& o = G.outliers.front();
     const double m2 = o.magnitude * o.magnitude, boost = 6.0 + 8.0 * s.uniform();
-    G.sink_eta = std::max(0.5, boost * std::sqrt((double)D) / (kMeanRatio * m2) + std::cos(o.phi_q - o.phi_k));
+    G.sink_eta =
+        std::max(0.5, boost * std::sqrt((double)D) / (kMeanRatio * m2) + std::cos(o.phi_q - o.phi_k));
   }
   return G;
 }
@@ -107,9 +119,11 @@ RowModel key_model(const SyntheticDumpParams& p, int64_t layer, int64_t g) {
   for (int64_t c = 0; c < D; ++c) {
     m.mean[c] = (float)G.kmean[c];
     m.noise[c] = (float)(G.kscale[c] * std::sqrt(0.3));
-    for (int64_t i = 0; i < r; ++i) m.basis[i * D + c] = (float)(G.kscale[c] * std::sqrt(0.7) * G.basis[i * D + c]);
+    for (int64_t i = 0; i < r; ++i)
+      m.basis[i * D + c] = (float)(G.kscale[c] * std::sqrt(0.7) * G.basis[i * D + c]);
   }
-  for (size_t i = 0; i < G.pos_pairs.size(); ++i) add_pair(m.mean, p.rope_style, D, G.pos_pairs[i], G.level, G.pos_angle[i]);
+  for (size_t i = 0; i < G.pos_pairs.size(); ++i)
+    add_pair(m.mean, p.rope_style, D, G.pos_pairs[i], G.level, G.pos_angle[i]);
   m.sink_mean = m.mean;
   for (const Outlier& o : G.outliers) {
     add_pair(m.mean, p.rope_style, D, o.pair, o.magnitude, o.phi_k);
@@ -146,7 +160,8 @@ RowModel query_model(const SyntheticDumpParams& p, int64_t layer, int64_t h) {
     m.noise[c] = (float)(0.5 * scale);
     for (int64_t i = 0; i < r; ++i) m.basis[i * D + c] = (float)(lambda * G.basis[i * D + c]);
   }
-  for (size_t i = 0; i < G.pos_pairs.size(); ++i) add_pair(m.mean, p.rope_style, D, G.pos_pairs[i], local, G.pos_angle[i]);
+  for (size_t i = 0; i < G.pos_pairs.size(); ++i)
+    add_pair(m.mean, p.rope_style, D, G.pos_pairs[i], local, G.pos_angle[i]);
   for (const Outlier& o : G.outliers) add_pair(m.mean, p.rope_style, D, o.pair, ratio * o.magnitude, o.phi_q);
   m.sink_mean = m.mean;
   m.noise_key = stream_key(p.seed, kQueryNoise, (uint64_t)layer, (uint64_t)h);

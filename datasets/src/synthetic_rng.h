@@ -58,7 +58,8 @@ inline float portable_log(float u) {
 // exp(x) for |x| <= 2: exp(x/8)^8 with a degree-6 Taylor series (relative error < 1e-6).
 inline float portable_exp_small(float x) {
   const float y = x * 0.125f;
-  float e = 1.0f + y * (1.0f + y * (0.5f + y * (1.0f / 6 + y * (1.0f / 24 + y * (1.0f / 120 + y * (1.0f / 720))))));
+  float e =
+      1.0f + y * (1.0f + y * (0.5f + y * (1.0f / 6 + y * (1.0f / 24 + y * (1.0f / 120 + y * (1.0f / 720))))));
   e = e * e;
   e = e * e;
   return e * e;
@@ -81,12 +82,13 @@ inline float portable_sqrt(float y) {
 inline void gauss_pair(uint64_t h, float& z0, float& z1) {
   const float u1 = ((float)(uint32_t)(h >> 41) + 0.5f) * (1.0f / 8388608.0f);
   const float r = portable_sqrt(-2.0f * portable_log(u1));
-  const int32_t k = (int32_t)(h & 0xffffffu);            // angle = 2 pi k / 2^24
-  const int32_t quadrant = ((k + (1 << 21)) >> 22) & 3;   // nearest multiple of pi/2
+  const int32_t k = (int32_t)(h & 0xffffffu);                // angle = 2 pi k / 2^24
+  const int32_t quadrant = ((k + (1 << 21)) >> 22) & 3;      // nearest multiple of pi/2
   const int32_t rest = k - (((k + (1 << 21)) >> 22) << 22);  // in [-2^21, 2^21)
   const float a = (float)rest * (1.57079632679f / 4194304.0f);
   const float a2 = a * a;
-  const float sa = a * (1.0f + a2 * (-1.0f / 6 + a2 * (1.0f / 120 + a2 * (-1.0f / 5040 + a2 * (1.0f / 362880)))));
+  const float sa =
+      a * (1.0f + a2 * (-1.0f / 6 + a2 * (1.0f / 120 + a2 * (-1.0f / 5040 + a2 * (1.0f / 362880)))));
   const float ca = 1.0f + a2 * (-0.5f + a2 * (1.0f / 24 + a2 * (-1.0f / 720 + a2 * (1.0f / 40320))));
   // cos and sin of quadrant * pi/2 + a
   const float c = quadrant == 0 ? ca : quadrant == 1 ? -sa : quadrant == 2 ? -ca : sa;

@@ -34,7 +34,8 @@ std::vector<uint8_t> read_at(std::ifstream& f, const std::string& path, uint64_t
   f.clear();
   f.seekg((std::streamoff)offset);
   if (n) f.read(reinterpret_cast<char*>(buf.data()), (std::streamsize)n);
-  if (!f || (uint64_t)f.gcount() != n) fail(path, std::string("truncated ZIP archive: cannot read the ") + what);
+  if (!f || (uint64_t)f.gcount() != n)
+    fail(path, std::string("truncated ZIP archive: cannot read the ") + what);
   return buf;
 }
 
@@ -101,8 +102,8 @@ ZipArchive::ZipArchive(const std::string& path) : path_(path) {
     }
   }
   if (cd_offset + cd_size > file_size_)
-    fail(path, "truncated ZIP archive: the directory lies past the end of the file (" + std::to_string(file_size_) +
-                   " bytes)");
+    fail(path, "truncated ZIP archive: the directory lies past the end of the file (" +
+                   std::to_string(file_size_) + " bytes)");
   const auto cd = read_at(f, path, cd_offset, cd_size, "central directory");
   size_t p = 0;
   for (uint64_t i = 0; i < count; ++i) {
@@ -120,8 +121,9 @@ ZipArchive::ZipArchive(const std::string& path) : path_(path) {
                       z.local_offset == 0xffffffffu, path);
     if (flags & 1) fail(path, z.name, "encrypted ZIP members are not supported");
     if (z.method != 0 && z.method != 8)
-      fail(path, z.name, "ZIP compression method " + std::to_string(z.method) +
-                             " is not supported (stored and deflate are: numpy.savez, numpy.savez_compressed)");
+      fail(path, z.name,
+           "ZIP compression method " + std::to_string(z.method) +
+               " is not supported (stored and deflate are: numpy.savez, numpy.savez_compressed)");
     if (z.local_offset + 30 + z.compressed > file_size_)
       fail(path, z.name, "truncated ZIP archive: the member lies past the end of the file");
     entries_.push_back(std::move(z));
@@ -141,14 +143,16 @@ uint64_t ZipArchive::data_start(const ZipEntry& e) const {
   if (le(h.data(), 4) != kLocalSig) fail(path_, e.name, "corrupt ZIP archive: bad local header signature");
   // The local header's own name and extra lengths may differ from the directory's.
   const uint64_t start = e.local_offset + 30 + le(h.data() + 26, 2) + le(h.data() + 28, 2);
-  if (start + e.compressed > file_size_) fail(path_, e.name, "truncated ZIP archive: member data past the end of the file");
+  if (start + e.compressed > file_size_)
+    fail(path_, e.name, "truncated ZIP archive: member data past the end of the file");
   return start;
 }
 
 std::vector<uint8_t> ZipArchive::read_range(const ZipEntry& e, uint64_t offset, uint64_t n) const {
   if (offset + n > e.size)
-    fail(path_, e.name, "read of bytes [" + std::to_string(offset) + ", " + std::to_string(offset + n) +
-                            ") past the member's " + std::to_string(e.size) + " bytes");
+    fail(path_, e.name,
+         "read of bytes [" + std::to_string(offset) + ", " + std::to_string(offset + n) +
+             ") past the member's " + std::to_string(e.size) + " bytes");
   const uint64_t start = data_start(e);
   std::ifstream f = open(path_);
   if (e.method == 0) return read_at(f, path_, start + offset, n, "member data");
@@ -167,24 +171,29 @@ std::vector<uint8_t> ZipArchive::read_range(const ZipEntry& e, uint64_t offset, 
   while (produced < offset + n) {
     if (zs.avail_in == 0) {
       const uint64_t chunk = std::min<uint64_t>(left_in, in.size());
-      if (chunk == 0) fail(path_, e.name, "truncated deflate data (" + std::to_string(produced) + " of " +
-                                              std::to_string(e.size) + " bytes)");
+      if (chunk == 0)
+        fail(path_, e.name,
+             "truncated deflate data (" + std::to_string(produced) + " of " + std::to_string(e.size) +
+                 " bytes)");
       f.read(reinterpret_cast<char*>(in.data()), (std::streamsize)chunk);
-      if ((uint64_t)f.gcount() != chunk) fail(path_, e.name, "truncated ZIP archive while reading deflate data");
+      if ((uint64_t)f.gcount() != chunk)
+        fail(path_, e.name, "truncated ZIP archive while reading deflate data");
       zs.next_in = in.data(), zs.avail_in = (uInt)chunk, left_in -= chunk;
     }
     // Write straight into `out` once inside the range; before it, into the scratch buffer.
     const bool inside = produced >= offset;
     uint8_t* dst = inside ? out.data() + (produced - offset) : scratch.data();
-    const uint64_t room = inside ? offset + n - produced : std::min<uint64_t>(scratch.size(), offset - produced);
+    const uint64_t room =
+        inside ? offset + n - produced : std::min<uint64_t>(scratch.size(), offset - produced);
     zs.next_out = dst, zs.avail_out = (uInt)std::min<uint64_t>(room, 1u << 30);
     rc = inflate(&zs, Z_NO_FLUSH);
     if (rc != Z_OK && rc != Z_STREAM_END)
       fail(path_, e.name, std::string("corrupt deflate data (zlib: ") + (zs.msg ? zs.msg : "error") + ")");
     produced += (uint64_t)(zs.next_out - dst);
     if (rc == Z_STREAM_END && produced < offset + n)
-      fail(path_, e.name, "deflate data ends after " + std::to_string(produced) + " of " + std::to_string(e.size) +
-                              " bytes");
+      fail(
+          path_, e.name,
+          "deflate data ends after " + std::to_string(produced) + " of " + std::to_string(e.size) + " bytes");
   }
   return out;
 }

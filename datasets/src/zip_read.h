@@ -10,11 +10,11 @@ namespace kvlab::detail {
 
 struct ZipEntry {
   std::string name;
-  uint16_t method = 0;          // 0 stored, 8 deflate
+  uint16_t method = 0;  // 0 stored, 8 deflate
   uint32_t crc = 0;
   uint64_t compressed = 0;
-  uint64_t size = 0;            // uncompressed
-  uint64_t local_offset = 0;    // of the local file header
+  uint64_t size = 0;          // uncompressed
+  uint64_t local_offset = 0;  // of the local file header
 };
 
 class ZipArchive {

@@ -3,9 +3,9 @@
 
 #include <Eigen/Core>
 #include <algorithm>
-#include <ctime>
 #include <cmath>
 #include <cstring>
+#include <ctime>
 #include <limits>
 
 namespace kvlab::detail {
@@ -54,9 +54,12 @@ void metric_column(const float* __restrict e, const float* __restrict f, const f
   for (int64_t i = 0; i < nb; ++i) {
     const float x = delta[i], ev = e[i] * f[i], ehv = eh[i];
     // 1 - exp(-x) and x - 1 + exp(-x) by Horner (Taylor to x^6 and x^7).
-    const float em = x * (1.0f + x * (-0.5f + x * (1.0f / 6 + x * (-1.0f / 24 + x * (1.0f / 120 + x * (-1.0f / 720))))));
+    const float em =
+        x * (1.0f + x * (-0.5f + x * (1.0f / 6 + x * (-1.0f / 24 + x * (1.0f / 120 + x * (-1.0f / 720))))));
     const float rr =
-        x * x * (0.5f + x * (-1.0f / 6 + x * (1.0f / 24 + x * (-1.0f / 120 + x * (1.0f / 720 + x * (-1.0f / 5040))))));
+        x * x *
+        (0.5f +
+         x * (-1.0f / 6 + x * (1.0f / 24 + x * (-1.0f / 120 + x * (1.0f / 720 + x * (-1.0f / 5040))))));
     const bool series = std::fabs(x) <= kSeriesLimit;
     const float d_series = ev * em, d_direct = ev - ehv;
     const float d = series ? d_series : d_direct;
@@ -80,8 +83,8 @@ void metric_column(const float* __restrict e, const float* __restrict f, const f
 //          sum P^2 - 2 sum P P_hat + sum P_hat^2 (far apart: the d-form's terms grow as 1 / Zs^2)
 //   KL:    W / Zs + x + log1p(-x) (close: W is second order, x enters squared) or
 //          E_P[delta] + log(Z_hat / Zs) (far apart: x is large and cancels against W)
-RowErrors row_errors(const MethodRows& s, int64_t r, int64_t B, double zs, double p2, const double* o, double Z,
-                     int64_t D) {
+RowErrors row_errors(const MethodRows& s, int64_t r, int64_t B, double zs, double p2, const double* o,
+                     double Z, int64_t D) {
   const double zh = s.sum[Zh][r], zd = s.sum[Zd][r], c = -zd / zh;
   const double a = s.sum[A][r], b = s.sum[Bd][r], cc = s.sum[C][r];
   RowErrors e;
@@ -159,8 +162,8 @@ void TileKernel::resize(const TileJob& j) {
   grow(thr_, rows), grow(col_, rows), grow(flag_, (rows + 7) / 8 * 8);
 }
 
-void TileKernel::update_topk(TopK* top, const float* L, const float* delta, const float* tmax, int64_t nb, int64_t n,
-                             int64_t s0) {
+void TileKernel::update_topk(TopK* top, const float* L, const float* delta, const float* tmax, int64_t nb,
+                             int64_t n, int64_t s0) {
   // Most tiles hold no candidate once the top-k has filled: test every row's tile maximum first,
   // then whole columns (vectorized across rows), and push only where a value beats its row.
   float* thr = thr_.data();
@@ -271,8 +274,8 @@ void TileKernel::run(const TileJob& j, TileResult& res, float* out_o, AttentionT
           for (int64_t d = 0; d < D; ++d) s.acc[d * B + r] *= a;
         }
         s.smax[r] = sx;
-        s.gap[i] = sx - mrow_[r];                        // S - M >= 0
-        s.f[i] = (float)std::exp(-(double)s.gap[i]);     // exp(M - S): reference weights on S's scale
+        s.gap[i] = sx - mrow_[r];                     // S - M >= 0
+        s.f[i] = (float)std::exp(-(double)s.gap[i]);  // exp(M - S): reference weights on S's scale
       }
     }
 
@@ -320,8 +323,8 @@ void TileKernel::run(const TileJob& j, TileResult& res, float* out_o, AttentionT
       for (int64_t c0 = 0; c0 < n; c0 += kChunk) {
         std::fill_n(p, kSums * nb, 0.0f);
         for (int64_t c = c0; c < std::min(n, c0 + kChunk); ++c)
-          metric_column(E + c * nb, s.f.data(), Eh + c * nb, dm + c * nb, nb, p, p + nb, p + 2 * nb, p + 3 * nb,
-                        p + 4 * nb, p + 5 * nb, p + 6 * nb, p + 7 * nb, p + 8 * nb);
+          metric_column(E + c * nb, s.f.data(), Eh + c * nb, dm + c * nb, nb, p, p + nb, p + 2 * nb,
+                        p + 3 * nb, p + 4 * nb, p + 5 * nb, p + 6 * nb, p + 7 * nb, p + 8 * nb);
         for (int q = 0; q < kSums; ++q) {
           double* __restrict dst = s.sum[q].data() + r0;
           const float* __restrict src = p + q * nb;
@@ -330,7 +333,8 @@ void TileKernel::run(const TileJob& j, TileResult& res, float* out_o, AttentionT
       }
       laps.lap(&AttentionTimes::metrics);
 
-      Ot.noalias() = Eigen::Map<const MatF>(Eh, nb, n) * Eigen::Map<const RowMatF>(j.methods[m].v_hat + s0 * D, n, D);
+      Ot.noalias() =
+          Eigen::Map<const MatF>(Eh, nb, n) * Eigen::Map<const RowMatF>(j.methods[m].v_hat + s0 * D, n, D);
       add_columns(O_.data(), nb, D, s.acc.data() + r0, B);
       laps.lap(&AttentionTimes::gemm_pv);
 
@@ -356,16 +360,18 @@ void TileKernel::run(const TileJob& j, TileResult& res, float* out_o, AttentionT
     for (int m = 0; m < M; ++m) {
       const auto& s = mr_[m];
       const double zs = Z * std::exp((double)mrow_[r] - (double)s.smax[r]);  // Z on S's scale
-      const RowErrors e = zs > kFarApart && s.sum[Zh][r] > kFarApart
-                              ? row_errors(s, r, B, zs, z2_[r] / (Z * Z), o, Z, D)
-                              : exact_row_errors(j, r, m);  // one set of weights vanishes on the other's scale
+      const RowErrors e =
+          zs > kFarApart && s.sum[Zh][r] > kFarApart
+              ? row_errors(s, r, B, zs, z2_[r] / (Z * Z), o, Z, D)
+              : exact_row_errors(j, r, m);  // one set of weights vanishes on the other's scale
       AttnStats& st = res.stats[m][h];
       st.score_sq_err += std::max(0.0, e.score_sq);
       st.score_count += visible;
       st.out_sq_err += e.out_sq;
       st.out_sq_ref += osq;
       st.kl_sum += std::max(0.0, e.kl);  // >= 0 exactly; rounding can dip below zero
-      st.topk_sum += (double)top_[(1 + m) * B + r].overlap(top_[r]) / (double)std::min<int64_t>(kTopK, visible);
+      st.topk_sum +=
+          (double)top_[(1 + m) * B + r].overlap(top_[r]) / (double)std::min<int64_t>(kTopK, visible);
       st.queries += 1;
     }
   }

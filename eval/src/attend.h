@@ -57,15 +57,15 @@ struct TileResult {
 // The per-row sums of a method (attend.h's header comment), on its scale S. Each is rescaled by
 // exp(S_old - S_new) when S grows, or by its square for the sums of products of two weights.
 enum MethodSum {
-  Zh,   // sum e_hat
-  Zd,   // sum d
-  A,    // sum d^2
-  Bd,   // sum d e_hat
-  C,    // sum e_hat^2
-  W,    // sum w
-  X2,   // sum e' e_hat (the cross term of sum (P - P_hat)^2 written out)
-  K,    // sum e' delta (E_P[delta] times Zs)
-  Ka,   // sum e' |delta| (bounds K's rounding)
+  Zh,  // sum e_hat
+  Zd,  // sum d
+  A,   // sum d^2
+  Bd,  // sum d e_hat
+  C,   // sum e_hat^2
+  W,   // sum w
+  X2,  // sum e' e_hat (the cross term of sum (P - P_hat)^2 written out)
+  K,   // sum e' delta (E_P[delta] times Zs)
+  Ka,  // sum e' |delta| (bounds K's rounding)
   kSums
 };
 constexpr bool kSquared[kSums] = {false, false, true, true, true, false, true, false, false};
@@ -96,18 +96,19 @@ class TileKernel {
   void resize(const TileJob& job);
   // Push the tile's values L - delta (or L when delta is null; col-major nb x n, keys from s0)
   // into the rows' top-k; tmax: each row's largest value in the tile.
-  void update_topk(TopK* top, const float* L, const float* delta, const float* tmax, int64_t nb, int64_t n, int64_t s0);
+  void update_topk(TopK* top, const float* L, const float* delta, const float* tmax, int64_t nb, int64_t n,
+                   int64_t s0);
   AlignedVector<float> L_, X_, E_, Eh_, O_;  // tiles (B x key_tile, col-major) and (B x D)
   std::vector<float> part_;                  // fp32 partial row sums (kSums x B)
-  std::vector<AlignedVector<float>> Dm_;      // per method: delta tile
-  std::vector<float> mrow_, tmax_;            // the reference's running max M, its tile max
-  std::vector<std::vector<float>> tmax_m_;    // tile max of each method's logits
-  std::vector<double> z_, z2_, acc_;          // reference: Z, sum e^2, output accumulator (D x B)
-  std::vector<double> o_row_;                 // one row of acc_ (D)
+  std::vector<AlignedVector<float>> Dm_;     // per method: delta tile
+  std::vector<float> mrow_, tmax_;           // the reference's running max M, its tile max
+  std::vector<std::vector<float>> tmax_m_;   // tile max of each method's logits
+  std::vector<double> z_, z2_, acc_;         // reference: Z, sum e^2, output accumulator (D x B)
+  std::vector<double> o_row_;                // one row of acc_ (D)
   std::vector<MethodRows> mr_;
-  std::vector<TopK> top_;                     // (1 + M) x B
-  std::vector<float> thr_, col_;              // top-k thresholds and one column of logits (B)
-  std::vector<uint8_t> flag_;                 // rows of that column that may enter their top-k
+  std::vector<TopK> top_;         // (1 + M) x B
+  std::vector<float> thr_, col_;  // top-k thresholds and one column of logits (B)
+  std::vector<uint8_t> flag_;     // rows of that column that may enter their top-k
 };
 
 }  // namespace kvlab::detail

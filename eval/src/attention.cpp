@@ -13,12 +13,13 @@ struct Dims {
   int64_t Hq, Hkv, T, D;
 };
 
-Dims check(const TensorView& q, const TensorView& k, const TensorView& v, const std::vector<int64_t>& positions,
-           const std::string& where) {
+Dims check(const TensorView& q, const TensorView& k, const TensorView& v,
+           const std::vector<int64_t>& positions, const std::string& where) {
   auto fail = [&](const std::string& why) { throw std::invalid_argument(where + ": " + why); };
   if (q.shape.size() != 3 || k.shape.size() != 3)
     fail("q " + shape_string(q.shape) + " and k " + shape_string(k.shape) + " must be (heads, T, D)");
-  if (k.shape != v.shape) fail("k " + shape_string(k.shape) + " and v " + shape_string(v.shape) + " differ in shape");
+  if (k.shape != v.shape)
+    fail("k " + shape_string(k.shape) + " and v " + shape_string(v.shape) + " differ in shape");
   const Dims d{q.shape[0], k.shape[0], k.shape[1], k.shape[2]};
   if (q.shape[1] != d.T || q.shape[2] != d.D)
     fail("q " + shape_string(q.shape) + " does not match k " + shape_string(k.shape) + " in T or D");
@@ -45,7 +46,8 @@ std::vector<float> to_f32(const TensorView& x) {
 }
 
 // Scaled selected queries of every head: (Hq, N, D).
-std::vector<float> scaled_queries(const std::vector<float>& q, const Dims& d, const std::vector<int64_t>& positions) {
+std::vector<float> scaled_queries(const std::vector<float>& q, const Dims& d,
+                                  const std::vector<int64_t>& positions) {
   const int64_t N = positions.size();
   std::vector<float> out(d.Hq * N * d.D);
   for (int64_t h = 0; h < d.Hq; ++h)
@@ -59,8 +61,8 @@ void AttentionTimes::merge(const AttentionTimes& o) {
   gemm_qk += o.gemm_qk, gemm_pv += o.gemm_pv, softmax += o.softmax, metrics += o.metrics, topk += o.topk;
 }
 
-Tensor attention(const TensorView& q, const TensorView& k, const TensorView& v, const std::vector<int64_t>& positions,
-                 const AttentionTiles& tiles) {
+Tensor attention(const TensorView& q, const TensorView& k, const TensorView& v,
+                 const std::vector<int64_t>& positions, const AttentionTiles& tiles) {
   const Dims d = check(q, k, v, positions, "attention");
   const std::vector<float> kf = to_f32(k), vf = to_f32(v), qs = scaled_queries(to_f32(q), d, positions);
   const int64_t N = positions.size(), group = d.Hq / d.Hkv;
@@ -80,7 +82,8 @@ Tensor attention(const TensorView& q, const TensorView& k, const TensorView& v, 
   return out;
 }
 
-std::vector<std::vector<AttnStats>> attention_errors(const TensorView& q, const TensorView& k, const TensorView& v,
+std::vector<std::vector<AttnStats>> attention_errors(const TensorView& q, const TensorView& k,
+                                                     const TensorView& v,
                                                      const std::vector<Reconstruction>& caches,
                                                      const std::vector<int64_t>& positions,
                                                      const AttentionTiles& tiles) {

@@ -4,8 +4,8 @@
 #include <omp.h>
 
 #include <chrono>
-#include <ctime>
 #include <cstring>
+#include <ctime>
 #include <exception>
 #include <stdexcept>
 
@@ -27,12 +27,12 @@ double process_cpu() {
 void check_shape(const EvalShape& s) {
   auto fail = [](const std::string& why) { throw std::invalid_argument("eval: " + why); };
   if (s.num_layers <= 0 || s.num_q_heads <= 0 || s.num_kv_heads <= 0 || s.head_dim <= 0 || s.tokens <= 0)
-    fail("the dump is empty (layers " + std::to_string(s.num_layers) + ", q heads " + std::to_string(s.num_q_heads) +
-         ", kv heads " + std::to_string(s.num_kv_heads) + ", head_dim " + std::to_string(s.head_dim) + ", tokens " +
-         std::to_string(s.tokens) + ")");
+    fail("the dump is empty (layers " + std::to_string(s.num_layers) + ", q heads " +
+         std::to_string(s.num_q_heads) + ", kv heads " + std::to_string(s.num_kv_heads) + ", head_dim " +
+         std::to_string(s.head_dim) + ", tokens " + std::to_string(s.tokens) + ")");
   if (s.num_q_heads % s.num_kv_heads != 0)
-    fail(std::to_string(s.num_q_heads) + " query heads are not a multiple of " + std::to_string(s.num_kv_heads) +
-         " KV heads");
+    fail(std::to_string(s.num_q_heads) + " query heads are not a multiple of " +
+         std::to_string(s.num_kv_heads) + " KV heads");
 }
 
 void check_tensor(const Tensor& t, const std::vector<int64_t>& want, int64_t layer, const char* role) {
@@ -81,8 +81,9 @@ EvalResult evaluate(const EvalShape& shape, const LayerLoader& load, const EvalO
   res.queries = opt.queries;
   res.tiles = opt.tiles;
   if (opt.tiles.query_tile < 1 || opt.tiles.key_tile < 1)
-    throw std::invalid_argument("eval: tile sizes must be >= 1 (query_tile " + std::to_string(opt.tiles.query_tile) +
-                                ", key_tile " + std::to_string(opt.tiles.key_tile) + ")");
+    throw std::invalid_argument("eval: tile sizes must be >= 1 (query_tile " +
+                                std::to_string(opt.tiles.query_tile) + ", key_tile " +
+                                std::to_string(opt.tiles.key_tile) + ")");
   const int64_t T = shape.tokens, D = shape.head_dim, Hq = shape.num_q_heads, Hkv = shape.num_kv_heads;
   const int64_t group = Hq / Hkv, TD = T * D;
 
@@ -107,7 +108,8 @@ EvalResult evaluate(const EvalShape& shape, const LayerLoader& load, const EvalO
     } catch (const std::invalid_argument& e) {
       std::string families;  // registered outside core (method_registry.h); for unknown names only
       if (std::string(e.what()).rfind("method=", 0) == 0)
-        for (const auto& f : custom_method_families()) families += (families.empty() ? "" : ", ") + f + ":...";
+        for (const auto& f : custom_method_families())
+          families += (families.empty() ? "" : ", ") + f + ":...";
       throw std::invalid_argument("--methods '" + name + "': " + e.what() +
                                   (families.empty() ? "" : "; or a registered family: " + families));
     }
@@ -180,7 +182,8 @@ EvalResult evaluate(const EvalShape& shape, const LayerLoader& load, const EvalO
         if (e) std::rethrow_exception(e);
       detail::GroupJob job;
       for (int mi = 0; mi < M; ++mi)
-        if (!caches[mi].identical) job.methods.push_back({caches[mi].r.k.data.data(), caches[mi].r.v.data.data()});
+        if (!caches[mi].identical)
+          job.methods.push_back({caches[mi].r.k.data.data(), caches[mi].r.v.data.data()});
       res.times.quantize += since(t0);
       res.times.quantize_cpu += process_cpu() - c0;
 

@@ -16,7 +16,8 @@ RowErrors exact_row_errors(const TileJob& j, int64_t r, int m) {
   std::vector<double> l(n), lh(n);
   for (int64_t s = 0; s < n; ++s) {
     double dot = 0, dd = 0;
-    for (int64_t c = 0; c < D; ++c) dot += (double)q[c] * j.k[s * D + c], dd += (double)q[c] * mk.dk[s * D + c];
+    for (int64_t c = 0; c < D; ++c)
+      dot += (double)q[c] * j.k[s * D + c], dd += (double)q[c] * mk.dk[s * D + c];
     l[s] = dot, lh[s] = dot - dd;
   }
   auto lse = [](const std::vector<double>& x) {

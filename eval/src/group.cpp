@@ -11,8 +11,9 @@ namespace kvlab::detail {
 
 void run_group(const GroupJob& g, GroupResult& result, float* out_o, AttentionTimes* times) {
   if (g.tiles.query_tile < 1 || g.tiles.key_tile < 1)
-    throw std::invalid_argument("attention tiles must be >= 1 (query_tile " + std::to_string(g.tiles.query_tile) +
-                                ", key_tile " + std::to_string(g.tiles.key_tile) + ")");
+    throw std::invalid_argument("attention tiles must be >= 1 (query_tile " +
+                                std::to_string(g.tiles.query_tile) + ", key_tile " +
+                                std::to_string(g.tiles.key_tile) + ")");
   const int64_t Bq = g.tiles.query_tile, tiles = (g.N + Bq - 1) / Bq, H = g.heads, D = g.D;
   const int M = (int)g.methods.size();
   std::vector<TileResult> parts(tiles);
@@ -20,7 +21,7 @@ void run_group(const GroupJob& g, GroupResult& result, float* out_o, AttentionTi
   {
     TileKernel kernel;
     AttentionTimes local;
-    AlignedVector<float> q, o;   // stacked rows: row i * H + h is query first + i of head h
+    AlignedVector<float> q, o;  // stacked rows: row i * H + h is query first + i of head h
     std::vector<int64_t> pos;
     // Latest tiles first: they attend to the most keys, so dynamic scheduling balances.
 #pragma omp for schedule(dynamic, 1)
@@ -42,7 +43,8 @@ void run_group(const GroupJob& g, GroupResult& result, float* out_o, AttentionTi
       kernel.run(job, parts[tile], out_o ? o.data() : nullptr, times ? &local : nullptr);
       if (out_o)
         for (int64_t i = 0; i < n; ++i)
-          for (int64_t h = 0; h < H; ++h) std::copy_n(&o[(i * H + h) * D], D, out_o + (h * g.N + first + i) * D);
+          for (int64_t h = 0; h < H; ++h)
+            std::copy_n(&o[(i * H + h) * D], D, out_o + (h * g.N + first + i) * D);
     }
     if (times) {
 #pragma omp critical(kvlab_eval_times)

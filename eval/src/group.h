@@ -11,7 +11,7 @@
 namespace kvlab::detail {
 
 struct GroupJob {
-  const float* q = nullptr;      // (heads, N, D) selected queries, scaled by 1/sqrt(D)
+  const float* q = nullptr;  // (heads, N, D) selected queries, scaled by 1/sqrt(D)
   int64_t heads = 0, N = 0, D = 0;
   const int64_t* pos = nullptr;  // N positions, ascending
   const float* k = nullptr;      // reference K, V of the KV head, (T, D)

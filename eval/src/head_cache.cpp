@@ -38,7 +38,8 @@ ReconStats compare(const float* x, float* x_hat, int64_t T, int64_t D, int64_t b
 
 }  // namespace
 
-void finish_head_cache(const float* k, const float* v, int64_t T, int64_t D, const Schedule& s, HeadCache& c) {
+void finish_head_cache(const float* k, const float* v, int64_t T, int64_t D, const Schedule& s,
+                       HeadCache& c) {
   bool same_k = false, same_v = false;
   c.value = compare(v, c.r.v.data.data(), T, D, s.value_begin, s.value_end, false, same_v);
   c.key = compare(k, c.r.k.data.data(), T, D, s.key_begin, s.key_end, true, same_k);

@@ -34,7 +34,8 @@ void write_eval_csv(std::ostream& o, const EvalResult& r) {
     row(o, *m, "all", "all", "all", detail::metric_fields(m->bits, m->key, m->value, m->attn));
     for (const LayerEval& le : m->layers) {
       const std::string layer = std::to_string(le.layer);
-      row(o, *m, layer, "all", "all", detail::metric_fields(m->bits, le.key_total(), le.value_total(), le.attn_total()));
+      row(o, *m, layer, "all", "all",
+          detail::metric_fields(m->bits, le.key_total(), le.value_total(), le.attn_total()));
       for (size_t h = 0; h < le.attn.size(); ++h) {
         const int64_t g = (int64_t)h / group;
         row(o, *m, layer, std::to_string(h), std::to_string(g),

@@ -69,21 +69,25 @@ void write_eval_json(std::ostream& o, const EvalResult& r, const ReportSource& s
   o << "{\n  \"schema\": \"kvlab-eval/1\",\n";
   o << "  \"dump\": {\"path\": " << quote(src.path) << ", \"model\": " << quote(src.model)
     << ", \"num_layers\": " << s.num_layers << ", \"num_q_heads\": " << s.num_q_heads
-    << ", \"num_kv_heads\": " << s.num_kv_heads << ", \"head_dim\": " << s.head_dim << ", \"tokens\": " << s.tokens
+    << ", \"num_kv_heads\": " << s.num_kv_heads << ", \"head_dim\": " << s.head_dim
+    << ", \"tokens\": " << s.tokens << "},\n";
+  o << "  \"queries\": {\"selection\": " << quote(to_string(r.queries)) << ", \"count\": " << r.num_queries
     << "},\n";
-  o << "  \"queries\": {\"selection\": " << quote(to_string(r.queries)) << ", \"count\": " << r.num_queries << "},\n";
   o << "  \"layer_range\": [" << r.layers.first << ", " << r.layers.last << "],\n";
   o << "  \"tiles\": {\"query\": " << r.tiles.query_tile << ", \"key\": " << r.tiles.key_tile << "},\n";
   o << "  \"threads\": " << r.threads << ",\n";
-  o << "  \"timing_s\": {\"total\": " << detail::json_number(t.total) << ", \"load\": " << detail::json_number(t.load)
-    << ", \"quantize\": " << detail::json_number(t.quantize) << ", \"attention\": " << detail::json_number(t.attention)
-    << ", \"cpu\": {\"total\": " << detail::json_number(t.total_cpu) << ", \"load\": " << detail::json_number(t.load_cpu)
+  o << "  \"timing_s\": {\"total\": " << detail::json_number(t.total)
+    << ", \"load\": " << detail::json_number(t.load) << ", \"quantize\": " << detail::json_number(t.quantize)
+    << ", \"attention\": " << detail::json_number(t.attention)
+    << ", \"cpu\": {\"total\": " << detail::json_number(t.total_cpu)
+    << ", \"load\": " << detail::json_number(t.load_cpu)
     << ", \"quantize\": " << detail::json_number(t.quantize_cpu)
     << ", \"attention\": " << detail::json_number(t.attention_cpu) << "}"
     << ", \"attention_cpu\": {\"gemm_qk\": " << detail::json_number(t.cpu.gemm_qk)
-    << ", \"gemm_pv\": " << detail::json_number(t.cpu.gemm_pv) << ", \"softmax\": " << detail::json_number(t.cpu.softmax)
-    << ", \"metrics\": " << detail::json_number(t.cpu.metrics) << ", \"topk\": " << detail::json_number(t.cpu.topk)
-    << "}},\n";
+    << ", \"gemm_pv\": " << detail::json_number(t.cpu.gemm_pv)
+    << ", \"softmax\": " << detail::json_number(t.cpu.softmax)
+    << ", \"metrics\": " << detail::json_number(t.cpu.metrics)
+    << ", \"topk\": " << detail::json_number(t.cpu.topk) << "}},\n";
   o << "  \"methods\": [";
   bool first_method = true;
   for (const MethodEval* m : methods_by_bits(r)) {

@@ -24,9 +24,12 @@ QuerySelection parse_queries(const std::string& text) {
   const size_t colon = text.find(':');
   const std::string mode = text.substr(0, colon);
   QuerySelection q;
-  if (mode == "last") q.mode = QuerySelection::Mode::Last;
-  else if (mode == "stride") q.mode = QuerySelection::Mode::Stride;
-  else throw std::invalid_argument("--queries '" + text + "' is not valid" + valid);
+  if (mode == "last")
+    q.mode = QuerySelection::Mode::Last;
+  else if (mode == "stride")
+    q.mode = QuerySelection::Mode::Stride;
+  else
+    throw std::invalid_argument("--queries '" + text + "' is not valid" + valid);
   if (colon == std::string::npos) throw std::invalid_argument("--queries '" + text + "' needs N" + valid);
   q.n = parse_count(text.substr(colon + 1), "--queries", text);
   if (q.n < 1) throw std::invalid_argument("--queries '" + text + "': N must be >= 1");
@@ -43,7 +46,9 @@ std::string to_string(const QuerySelection& q) {
 }
 
 std::vector<int64_t> select_queries(const QuerySelection& q, int64_t tokens) {
-  if (tokens <= 0) throw std::invalid_argument("select_queries: the dump has no tokens (T = " + std::to_string(tokens) + ")");
+  if (tokens <= 0)
+    throw std::invalid_argument("select_queries: the dump has no tokens (T = " + std::to_string(tokens) +
+                                ")");
   if (q.mode != QuerySelection::Mode::All && (q.n < 1 || q.n > tokens))
     throw std::invalid_argument("--queries " + to_string(q) + ": N must be in [1, T] and the dump has T = " +
                                 std::to_string(tokens) + " tokens");
@@ -93,7 +98,8 @@ std::vector<std::string> split_method_list(const std::string& text) {
     const bool continues = item.find('=') != std::string::npos && item.find(':') == std::string::npos;
     if (continues) {
       if (out.empty())
-        throw std::invalid_argument("--methods '" + text + "': '" + item + "' is a parameter without a method");
+        throw std::invalid_argument("--methods '" + text + "': '" + item +
+                                    "' is a parameter without a method");
       out.back() += "," + item;
     } else {
       out.push_back(item);
@@ -104,7 +110,8 @@ std::vector<std::string> split_method_list(const std::string& text) {
 }
 
 const std::vector<std::string>& default_eval_methods() {
-  static const std::vector<std::string> m = {"fp16", "int8", "kivi-4", "kivi-2", "kivi-2-sink", "kitty", "kitty-pro"};
+  static const std::vector<std::string> m = {"fp16",        "int8",  "kivi-4",   "kivi-2",
+                                             "kivi-2-sink", "kitty", "kitty-pro"};
   return m;
 }
 

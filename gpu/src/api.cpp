@@ -28,7 +28,7 @@ void use_kernel_preset(const std::string& name) {
   } else if (name == "v4-keys") {
     t.minmax = 0;
   } else if (name == "v4-alt") {  // runner-up shapes: token quantize 16 per lane with streaming loads,
-                                   // dequantize 4 token lanes per channel chunk, Kitty codes by kind
+                                  // dequantize 4 token lanes per channel chunk, Kitty codes by kind
     t.tok_v = 16;
     t.ldg = 0;
     t.deq_tcl = 4;
@@ -38,13 +38,15 @@ void use_kernel_preset(const std::string& name) {
   } else if (name == "v3") {
     t.v4 = 0;
   } else {
-    throw std::invalid_argument("kvlab-gpu: unknown kernel preset '" + name + "' (v4, v4-ieee, v4-keys, v4-alt, v4-tcl1, v3)");
+    throw std::invalid_argument("kvlab-gpu: unknown kernel preset '" + name +
+                                "' (v4, v4-ieee, v4-keys, v4-alt, v4-tcl1, v3)");
   }
   tuning() = t;
 }
 
 void cuda_check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw std::runtime_error(std::string("kvlab-gpu: ") + what + ": " + cudaGetErrorString(e));
+  if (e != cudaSuccess)
+    throw std::runtime_error(std::string("kvlab-gpu: ") + what + ": " + cudaGetErrorString(e));
 }
 
 std::string device_problem() {
@@ -91,12 +93,15 @@ DevFormat make_format(const QuantizedTensor& q) { return make_format(q.shape, q.
 
 int resolve_group(const std::vector<int64_t>& shape, const QuantizerSpec& spec) {
   validate(spec);
-  if (shape.size() < 2) throw std::invalid_argument("kvlab-gpu: input of shape " + shape_string(shape) + " needs (..., T, D)");
-  if (numel(shape) == 0) throw std::invalid_argument("kvlab-gpu: input of shape " + shape_string(shape) + " is empty");
+  if (shape.size() < 2)
+    throw std::invalid_argument("kvlab-gpu: input of shape " + shape_string(shape) + " needs (..., T, D)");
+  if (numel(shape) == 0)
+    throw std::invalid_argument("kvlab-gpu: input of shape " + shape_string(shape) + " is empty");
   const int64_t L = spec.axis == Axis::Channel ? shape[shape.size() - 2] : shape.back();
   if (spec.group > L)
-    throw std::invalid_argument("kvlab-gpu: group=" + std::to_string(spec.group) + " is larger than the axis it groups (" +
-                                std::to_string(L) + ") of input shape " + shape_string(shape));
+    throw std::invalid_argument("kvlab-gpu: group=" + std::to_string(spec.group) +
+                                " is larger than the axis it groups (" + std::to_string(L) +
+                                ") of input shape " + shape_string(shape));
   return spec.group == kWholeAxis ? (int)L : spec.group;
 }
 
@@ -123,7 +128,9 @@ DevQuant DeviceQuant::view() const {
   return q;
 }
 
-DeviceBuffer::DeviceBuffer(int64_t bytes) : n(bytes) { cuda_check(cudaMalloc(&p, (size_t)bytes), "cudaMalloc"); }
+DeviceBuffer::DeviceBuffer(int64_t bytes) : n(bytes) {
+  cuda_check(cudaMalloc(&p, (size_t)bytes), "cudaMalloc");
+}
 DeviceBuffer::~DeviceBuffer() {
   if (p) cudaFree(p);
 }
@@ -187,7 +194,8 @@ DeviceQuant upload(const QuantizedTensor& q) {
   if (f.has_zero()) params_to_device(q.zero, d.zero, f.half_params);
   if (f.boost) {
     cuda_check(cudaMemcpy(d.high.p, q.high.data(), q.high.size(), cudaMemcpyHostToDevice), "cudaMemcpy");
-    cuda_check(cudaMemcpy(d.index.p, q.boost_index.data(), q.boost_index.size(), cudaMemcpyHostToDevice), "cudaMemcpy");
+    cuda_check(cudaMemcpy(d.index.p, q.boost_index.data(), q.boost_index.size(), cudaMemcpyHostToDevice),
+               "cudaMemcpy");
   }
   return d;
 }
@@ -239,7 +247,9 @@ QuantizedTensor quantize(const TensorView& x, const QuantizerSpec& spec, std::st
 }
 
 std::vector<float> dequantize(const QuantizedTensor& q) { return dequant_as<float>(q, OutType::F32); }
-std::vector<uint16_t> dequantize_half(const QuantizedTensor& q) { return dequant_as<uint16_t>(q, OutType::F16); }
+std::vector<uint16_t> dequantize_half(const QuantizedTensor& q) {
+  return dequant_as<uint16_t>(q, OutType::F16);
+}
 std::vector<uint8_t> unpack_codes(const QuantizedTensor& q) { return dequant_as<uint8_t>(q, OutType::Codes); }
 
 }  // namespace kvlab::gpu

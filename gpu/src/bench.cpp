@@ -35,12 +35,12 @@ double median_ms(int warmup, int reps, F&& f) {
 }
 
 const char* kBenchFormats[] = {
-    "scheme=sym,bits=8,axis=channel,group=all,params=fp32",   // INT8 per-channel
+    "scheme=sym,bits=8,axis=channel,group=all,params=fp32",  // INT8 per-channel
     "scheme=sym,bits=8,axis=channel,group=128,params=fp32",
     "scheme=asym,bits=2,axis=channel,group=128,params=fp16",  // KIVI-style keys
     "scheme=asym,bits=4,axis=channel,group=128,params=fp16",
     "scheme=asym,bits=8,axis=channel,group=128,params=fp32",
-    "scheme=asym,bits=2,axis=token,group=128,params=fp16",    // KIVI-style values
+    "scheme=asym,bits=2,axis=token,group=128,params=fp16",  // KIVI-style values
     "scheme=asym,bits=4,axis=token,group=32,params=fp16",
     "scheme=asym,bits=8,axis=token,group=128,params=fp32",
     "scheme=asym,bits=2,axis=channel,group=128,params=fp16,profile=kvlab,boost=0.125",  // Kitty keys
@@ -48,7 +48,8 @@ const char* kBenchFormats[] = {
 };
 
 int64_t packed_total(const DevFormat& f) {
-  return f.codes_bytes() + f.high_bytes() + f.index_bytes() + f.n_params() * f.param_size() * (f.has_zero() ? 2 : 1);
+  return f.codes_bytes() + f.high_bytes() + f.index_bytes() +
+         f.n_params() * f.param_size() * (f.has_zero() ? 2 : 1);
 }
 
 }  // namespace
@@ -89,17 +90,18 @@ BenchResult bench(const BenchOptions& opt) {
         const char* v = "";
         const double ms = median_ms(opt.warmup, opt.reps, [&] { v = run_quantize(f, x, it, q.view(), 0); });
         const double bytes = (double)n * (in == 0 ? 2 : 4) + (double)packed;
-        r.rows.push_back({s, "quantize+pack", in == 0 ? "f16 in" : "f32 in", preset, v, bytes, ms, bytes / (ms * 1e6),
-                          bytes / (ms * 1e6) / r.copy_gbps});
+        r.rows.push_back({s, "quantize+pack", in == 0 ? "f16 in" : "f32 in", preset, v, bytes, ms,
+                          bytes / (ms * 1e6), bytes / (ms * 1e6) / r.copy_gbps});
       }
       if (preset == "v4-ieee" || preset == "v4-keys") continue;
       for (int o = 0; o < 2; ++o) {
         const OutType ot = o == 0 ? OutType::F32 : OutType::F16;
         const char* v = "";
-        const double ms = median_ms(opt.warmup, opt.reps, [&] { v = run_dequantize(f, q.view(), out.p, ot, 0); });
+        const double ms =
+            median_ms(opt.warmup, opt.reps, [&] { v = run_dequantize(f, q.view(), out.p, ot, 0); });
         const double bytes = (double)n * (o == 0 ? 4 : 2) + (double)packed;
-        r.rows.push_back({s, "unpack+dequant", o == 0 ? "f32 out" : "f16 out", preset, v, bytes, ms, bytes / (ms * 1e6),
-                          bytes / (ms * 1e6) / r.copy_gbps});
+        r.rows.push_back({s, "unpack+dequant", o == 0 ? "f32 out" : "f16 out", preset, v, bytes, ms,
+                          bytes / (ms * 1e6), bytes / (ms * 1e6) / r.copy_gbps});
       }
       cuda_check(cudaDeviceSynchronize(), "bench");
     }
@@ -109,12 +111,14 @@ BenchResult bench(const BenchOptions& opt) {
 }
 
 void print_bench(const BenchResult& r, std::FILE* out) {
-  std::fprintf(out, "device: %s\ncudaMemcpy D2D (1 GiB, read+write): %.0f GB/s\n", r.device.c_str(), r.copy_gbps);
-  std::fprintf(out, "%-72s %-15s %-8s %-8s %-11s %9s %9s %8s %7s\n", "format", "direction", "dtype", "preset", "kernel",
-               "GB moved", "ms", "GB/s", "of copy");
+  std::fprintf(out, "device: %s\ncudaMemcpy D2D (1 GiB, read+write): %.0f GB/s\n", r.device.c_str(),
+               r.copy_gbps);
+  std::fprintf(out, "%-72s %-15s %-8s %-8s %-11s %9s %9s %8s %7s\n", "format", "direction", "dtype", "preset",
+               "kernel", "GB moved", "ms", "GB/s", "of copy");
   for (const auto& b : r.rows)
-    std::fprintf(out, "%-72s %-15s %-8s %-8s %-11s %9.3f %9.4f %8.0f %6.1f%%\n", b.format.c_str(), b.direction.c_str(),
-                 b.dtype.c_str(), b.preset.c_str(), b.variant.c_str(), b.bytes / 1e9, b.ms, b.gbps, 100.0 * b.of_copy);
+    std::fprintf(out, "%-72s %-15s %-8s %-8s %-11s %9.3f %9.4f %8.0f %6.1f%%\n", b.format.c_str(),
+                 b.direction.c_str(), b.dtype.c_str(), b.preset.c_str(), b.variant.c_str(), b.bytes / 1e9,
+                 b.ms, b.gbps, 100.0 * b.of_copy);
 }
 
 }  // namespace kvlab::gpu

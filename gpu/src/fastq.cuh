@@ -117,12 +117,15 @@ __host__ __device__ constexpr uint32_t magic_pack_bias() {
 // The recipe's code, not inlined: the fallback branch of pack_run stays small, so the fast
 // branch's arrays stay in registers (an inlined IEEE division per element made ptxas keep a
 // 32-element array on the stack).
-static __device__ __noinline__ uint32_t code_slow(float x, GroupParams p, int bits, int sym) { return code_of(x, p, bits, sym); }
+static __device__ __noinline__ uint32_t code_slow(float x, GroupParams p, int bits, int sym) {
+  return code_of(x, p, bits, sym);
+}
 
 // Codes of N consecutive elements (one group) packed LSB first into N*BITS/32 words, the same
 // stream as pack.h's put_code. Fast groups use the shortcut above, others the recipe.
 template <bool SYM, int BITS, int N>
-__device__ __forceinline__ void pack_run(const float (&v)[N], const QP& p, GroupParams gp, uint32_t (&w)[N * BITS / 32]) {
+__device__ __forceinline__ void pack_run(const float (&v)[N], const QP& p, GroupParams gp,
+                                         uint32_t (&w)[N * BITS / 32]) {
   constexpr int PER = 32 / BITS, NW = N * BITS / 32;
   static_assert(N % PER == 0, "pack_run: whole words only");
   if (p.fast != 0.0f) {
@@ -132,8 +135,10 @@ __device__ __forceinline__ void pack_run(const float (&v)[N], const QP& p, Group
 #pragma unroll
       for (int j = 0; j < PER; ++j) {
         const uint32_t t = biased_code<SYM, BITS>(v[k * PER + j], p);
-        if (SYM) acc |= (t & ((1u << BITS) - 1u)) << (j * BITS);
-        else acc += t << (j * BITS);
+        if (SYM)
+          acc |= (t & ((1u << BITS) - 1u)) << (j * BITS);
+        else
+          acc += t << (j * BITS);
       }
       w[k] = SYM ? acc : acc - magic_pack_bias<BITS>();
     }
@@ -149,8 +154,12 @@ __device__ __forceinline__ void pack_run(const float (&v)[N], const QP& p, Group
 }
 
 // Dequantize helpers: exact (float)code without I2F.
-__device__ __forceinline__ float ucode_float(uint32_t c) { return __fsub_rn(__uint_as_float(kMagicAsym | c), 8388608.0f); }
-__device__ __forceinline__ float scode_float(int32_t v) { return __fsub_rn(__int_as_float((int32_t)kMagicSym + v), 12582912.0f); }
+__device__ __forceinline__ float ucode_float(uint32_t c) {
+  return __fsub_rn(__uint_as_float(kMagicAsym | c), 8388608.0f);
+}
+__device__ __forceinline__ float scode_float(int32_t v) {
+  return __fsub_rn(__int_as_float((int32_t)kMagicSym + v), 12582912.0f);
+}
 template <bool SYM, int BITS>
 __device__ __forceinline__ float dequant_word(uint32_t word, int j, float scale, float zero) {
   const uint32_t c = (word >> (j * BITS)) & ((1u << BITS) - 1u);

@@ -17,13 +17,13 @@ struct DevFormat {
   int64_t N = 0, T = 0, D = 0;  // slices, tokens, channels
   int G = 0;                    // resolved group (boost: page tokens)
   int bits = 0;
-  int sym = 0;                  // scheme=sym (no zero array)
-  int channel = 1;              // axis=channel
-  int half_params = 0;          // scale/zero stored as fp16 bits (else fp32)
-  int boost = 0;                // Kitty key pages
-  int k = 0;                    // boosted channels per page
-  int64_t groups = 0;           // groups per row (plain); pages (boost)
-  int64_t row_bytes = 0;        // plain: packed bytes per row
+  int sym = 0;            // scheme=sym (no zero array)
+  int channel = 1;        // axis=channel
+  int half_params = 0;    // scale/zero stored as fp16 bits (else fp32)
+  int boost = 0;          // Kitty key pages
+  int k = 0;              // boosted channels per page
+  int64_t groups = 0;     // groups per row (plain); pages (boost)
+  int64_t row_bytes = 0;  // plain: packed bytes per row
   KVG_HD int64_t rows() const { return channel ? D : T; }
   // boost pages
   KVG_HD int64_t last() const { return T - (groups - 1) * G; }
@@ -63,13 +63,15 @@ const char* dequantize_boost(const DevFormat& f, DevQuant q, void* out, OutType 
 // Kernel choices, process-wide (bench runs variants side by side; validate checks each).
 // Defaults are the fastest validated kernels.
 struct Tuning {
-  int v4 = 1;       // 1: v4 kernels (token 16/lane, channel register tiles, Kitty v3, vector dequant); 0: v3 kernels
+  int v4 =
+      1;  // 1: v4 kernels (token 16/lane, channel register tiles, Kitty v3, vector dequant); 0: v3 kernels
   int fastdiv = 1;  // v4 kernels: reciprocal + Markstein quotient (fastq.cuh); 0: the recipe's IEEE division
   int minmax = 1;   // v4 kernels: hardware min/max (FMNMX, HMNMX2); 0: order keys
   int tok_v = 0;    // v4 per-token quantize: elements per lane (0: 32 where the groups allow, else 16)
   int deq_tcl = 2;  // v4 per-channel / Kitty dequantize: token-chunk lanes per channel chunk (1, 2, 4, 8)
   int ldg = 1;      // v4 per-token quantize: L1-allocating loads (__ldg); 0: streaming (__ldcs)
-  int kitty_perm = 0;  // Kitty v3 quantize: codes in non-boosted-then-boosted channel order (1) or channel order (0)
+  int kitty_perm =
+      0;  // Kitty v3 quantize: codes in non-boosted-then-boosted channel order (1) or channel order (0)
 };
 Tuning& tuning();
 

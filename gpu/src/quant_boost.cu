@@ -24,18 +24,19 @@ BoostSmem boost_smem(const DevFormat& f) {
 }
 
 template <class In>
-__global__ void __launch_bounds__(256) boost_quant_page(const In* __restrict__ x, DevFormat f, DevQuant q, BoostSmem bs) {
+__global__ void __launch_bounds__(256)
+    boost_quant_page(const In* __restrict__ x, DevFormat f, DevQuant q, BoostSmem bs) {
   extern __shared__ __align__(16) uint8_t smem[];
   const int D = (int)f.D, G = f.G, bits = f.bits, k = f.k;
   const int64_t n = blockIdx.x / f.groups, pg = blockIdx.x % f.groups, t0 = pg * G, w = blockIdx.x;
   const int len = (int)f.page_tokens(pg);
   const int nbl = (int)packed_bytes(len, bits), nbh = (int)packed_bytes(len, 2);
-  float* tile = reinterpret_cast<float*>(smem);            // len x D
-  float* score = tile + G * D;                              // D
-  int* slot = reinterpret_cast<int*>(score + D);            // D: slot or -1
+  float* tile = reinterpret_cast<float*>(smem);   // len x D
+  float* score = tile + G * D;                    // D
+  int* slot = reinterpret_cast<int*>(score + D);  // D: slot or -1
   GroupParams* par = reinterpret_cast<GroupParams*>(slot + D);
-  uint8_t* low = reinterpret_cast<uint8_t*>(par + D);       // D rows of spl bytes
-  uint8_t* high = low + D * bs.spl;                         // k rows of sph bytes
+  uint8_t* low = reinterpret_cast<uint8_t*>(par + D);  // D rows of spl bytes
+  uint8_t* high = low + D * bs.spl;                    // k rows of sph bytes
 
   load_tile(tile, D, x + (n * f.T + t0) * D, len, D);
   __syncthreads();
@@ -64,12 +65,13 @@ __global__ void __launch_bounds__(256) boost_quant_page(const In* __restrict__ x
     int before = 0;
     for (int o = 0; o < c; ++o) before += slot[o] > 0 ? 1 : 0;  // read-only pass over flags
     const bool boosted = slot[c] > 0;
-    const int levels = asym_levels(boosted ? (bits + 2) /* spec.h boosted_bits: Kitty raises boosted channels by 2 bits */ : bits);
+    const int levels = asym_levels(
+        boosted ? (bits + 2) /* spec.h boosted_bits: Kitty raises boosted channels by 2 bits */ : bits);
     const GroupParams p = KvlabRecipe::asym_params(par[c].scale, par[c].zero, levels, f.half_params != 0);
     q.index[w * D + c] = boosted ? (uint8_t)before : (uint8_t)0xFF;
     write_params(q, w * D + c, p, 0, f.half_params);
     score[c] = boosted ? (float)before : -1.0f;  // reuse as the slot, once every rank is read
-    par[c] = p;  // own element only
+    par[c] = p;                                  // own element only
   }
   __syncthreads();
   const uint32_t low_mask = (1u << bits) - 1u;
@@ -78,7 +80,8 @@ __global__ void __launch_bounds__(256) boost_quant_page(const In* __restrict__ x
     const int s = i / D, c = i - s * D;
     const int sl = (int)score[c];
     const bool boosted = sl >= 0;
-    const int levels = asym_levels(boosted ? (bits + 2) /* spec.h boosted_bits: Kitty raises boosted channels by 2 bits */ : bits);
+    const int levels = asym_levels(
+        boosted ? (bits + 2) /* spec.h boosted_bits: Kitty raises boosted channels by 2 bits */ : bits);
     uint8_t* lrow = low + c * bs.spl;
     uint8_t* hrow = boosted ? high + sl * bs.sph : nullptr;
     for (int b = s * bits; b < min(s * bits + bits, nbl); ++b) lrow[b] = 0;
@@ -98,14 +101,14 @@ __global__ void __launch_bounds__(256) boost_quant_page(const In* __restrict__ x
   if (k > 0) copy_rows(q.high + n * f.slice_high() + pg * k * packed_bytes(G, 2), nbh, high, bs.sph, k, nbh);
 }
 
-__global__ void __launch_bounds__(256) boost_dequant_page(DevFormat f, DevQuant q, void* __restrict__ out, OutType o,
-                                                          BoostSmem bs) {
+__global__ void __launch_bounds__(256)
+    boost_dequant_page(DevFormat f, DevQuant q, void* __restrict__ out, OutType o, BoostSmem bs) {
   extern __shared__ __align__(16) uint8_t smem[];
   const int D = (int)f.D, G = f.G, bits = f.bits, k = f.k;
   const int64_t n = blockIdx.x / f.groups, pg = blockIdx.x % f.groups, t0 = pg * G, w = blockIdx.x;
   const int len = (int)f.page_tokens(pg);
   const int nbl = (int)packed_bytes(len, bits), nbh = (int)packed_bytes(len, 2);
-  uint8_t* index = smem;                // D (padded to 16)
+  uint8_t* index = smem;  // D (padded to 16)
   uint8_t* low = smem + ((D + 15) / 16) * 16;
   uint8_t* high = low + D * bs.spl;
   for (int c = threadIdx.x; c < D; c += blockDim.x) index[c] = q.index[w * D + c];
@@ -116,7 +119,8 @@ __global__ void __launch_bounds__(256) boost_dequant_page(DevFormat f, DevQuant 
     const int c = threadIdx.x % D, step = blockDim.x / D, sl = index[c];
     const uint8_t* lrow = low + c * bs.spl;
     const uint8_t* hrow = high + (sl == 0xFF ? 0 : sl) * bs.sph;
-    const GroupParams p{load_param(q.scale, w * D + c, f.half_params), load_param(q.zero, w * D + c, f.half_params)};
+    const GroupParams p{load_param(q.scale, w * D + c, f.half_params),
+                        load_param(q.zero, w * D + c, f.half_params)};
     const int64_t obase = (n * f.T + t0) * D + c;
     for (int t = threadIdx.x / D; t < len; t += step) {
       uint32_t code = get_code(lrow, t, bits);
@@ -130,7 +134,8 @@ __global__ void __launch_bounds__(256) boost_dequant_page(DevFormat f, DevQuant 
     uint32_t code = get_code(low + c * bs.spl, t, bits);
     const int sl = index[c];
     if (sl != 0xFF) code |= get_code(high + sl * bs.sph, t, 2) << bits;
-    const GroupParams p{load_param(q.scale, w * D + c, f.half_params), load_param(q.zero, w * D + c, f.half_params)};
+    const GroupParams p{load_param(q.scale, w * D + c, f.half_params),
+                        load_param(q.zero, w * D + c, f.half_params)};
     store_out(out, (n * f.T + t0 + t) * D + c, KvlabRecipe::asym_dequant(code, p), code, o);
   }
 }
@@ -156,22 +161,23 @@ BoostV3Smem boost_v3_smem(const DevFormat& f) {
   BoostV3Smem b{};
   b.tile = (((int64_t)f.G * f.D * (int64_t)sizeof(In)) + 15) / 16 * 16;
   b.bytes = b.tile + f.D * (int64_t)(sizeof(float4) + sizeof(float) + 2 * sizeof(int)) +
-            f.D * (int64_t)stage_pitch(packed_bytes(f.G, f.bits)) + std::max(f.k, 1) * (int64_t)stage_pitch(packed_bytes(f.G, 2));
+            f.D * (int64_t)stage_pitch(packed_bytes(f.G, f.bits)) +
+            std::max(f.k, 1) * (int64_t)stage_pitch(packed_bytes(f.G, 2));
   return b;
 }
 
 template <class In, int BITS>
-__global__ void __launch_bounds__(256) boost_quant_v3(const In* __restrict__ x, DevFormat f, DevQuant q, int64_t tile_bytes,
-                                                      int mm, int allow_fast, int kperm) {
+__global__ void __launch_bounds__(256) boost_quant_v3(const In* __restrict__ x, DevFormat f, DevQuant q,
+                                                      int64_t tile_bytes, int mm, int allow_fast, int kperm) {
   extern __shared__ __align__(16) uint8_t smem[];
   const int D = (int)f.D, G = f.G, k = f.k;
   const int64_t n = blockIdx.x / f.groups, pg = blockIdx.x % f.groups, t0 = pg * G, w = blockIdx.x;
   const int len = (int)f.page_tokens(pg);
   In* tile = reinterpret_cast<In*>(smem);
   float4* sqp = reinterpret_cast<float4*>(smem + tile_bytes);  // D: zero, scale, rcp, fast
-  float* score = reinterpret_cast<float*>(sqp + D);             // D: score, then levels
-  int* slot = reinterpret_cast<int*>(score + D);                // D: slot or -1
-  int* perm = slot + D;                                         // D: non-boosted channels, then boosted
+  float* score = reinterpret_cast<float*>(sqp + D);            // D: score, then levels
+  int* slot = reinterpret_cast<int*>(score + D);               // D: slot or -1
+  int* perm = slot + D;                                        // D: non-boosted channels, then boosted
   load_raw<In, 8>(tile, x + (n * f.T + t0) * D, len * D);
   __syncthreads();
   // 2. statistics, thread = channel (token-order fp32 sum: one dependent chain per channel)
@@ -308,7 +314,8 @@ __global__ void __launch_bounds__(256) boost_quant_v3(const In* __restrict__ x, 
 // v3 page dequantize: unit = V channels x 16 tokens of one page (lanes: 8 token chunks
 // fastest, then channel chunks), low and high words read straight from the planes.
 template <int V, int BITS, bool F16OUT>
-__global__ void __launch_bounds__(256) boost_dequant_v3(DevFormat f, DevQuant q, void* __restrict__ out, int tcl_log2) {
+__global__ void __launch_bounds__(256)
+    boost_dequant_v3(DevFormat f, DevQuant q, void* __restrict__ out, int tcl_log2) {
   const int D = (int)f.D, G = f.G, k = f.k, CC = D / V;
   const int tiles = (G / 16 + (1 << tcl_log2) - 1) >> tcl_log2;  // per page
   const uint32_t u = blockIdx.x * blockDim.x + threadIdx.x;
@@ -353,8 +360,8 @@ __global__ void __launch_bounds__(256) boost_dequant_v3(DevFormat f, DevQuant q,
       y[j] = __fadd_rn(__fmul_rn(ucode_float(code), sc[j]), ze[j]);  // KvlabRecipe::asym_dequant
     }
     if constexpr (F16OUT) {
-      *reinterpret_cast<uint4*>(static_cast<uint16_t*>(out) + e) =
-          make_uint4(half2_bits(y[0], y[1]), half2_bits(y[2], y[3]), half2_bits(y[4], y[5]), half2_bits(y[6], y[7]));
+      *reinterpret_cast<uint4*>(static_cast<uint16_t*>(out) + e) = make_uint4(
+          half2_bits(y[0], y[1]), half2_bits(y[2], y[3]), half2_bits(y[4], y[5]), half2_bits(y[6], y[7]));
     } else {
       *reinterpret_cast<float4*>(static_cast<float*>(out) + e) = make_float4(y[0], y[1], y[2], y[3]);
     }
@@ -376,11 +383,13 @@ const char* quantize_boost_t(const DevFormat& f, const In* x, DevQuant q, cudaSt
     if (b.bytes <= kMaxTileSmem) {
       auto go = [&](auto kern) {
         cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)b.bytes);
-        kern<<<(unsigned)(f.N * f.groups), 256, b.bytes, s>>>(x, f, q, b.tile, tuning().minmax, tuning().fastdiv,
-                                                              tuning().kitty_perm);
+        kern<<<(unsigned)(f.N * f.groups), 256, b.bytes, s>>>(x, f, q, b.tile, tuning().minmax,
+                                                              tuning().fastdiv, tuning().kitty_perm);
       };
-      if (f.bits == 2) go(boost_quant_v3<In, 2>);
-      else go(boost_quant_v3<In, 4>);
+      if (f.bits == 2)
+        go(boost_quant_v3<In, 2>);
+      else
+        go(boost_quant_v3<In, 4>);
       check_launch("boost_quant_v3");
       return "v3";
     }
@@ -403,25 +412,31 @@ const char* quantize_boost(const DevFormat& f, const void* x, InType in, DevQuan
 }
 
 const char* dequantize_boost(const DevFormat& f, DevQuant q, void* out, OutType o, cudaStream_t s) {
-  if ((o == OutType::F32 && boost_v3_ok(f, 4, nullptr)) || (o == OutType::F16 && boost_v3_ok(f, 8, nullptr))) {
+  if ((o == OutType::F32 && boost_v3_ok(f, 4, nullptr)) ||
+      (o == OutType::F16 && boost_v3_ok(f, 8, nullptr))) {
     const int V = o == OutType::F32 ? 4 : 8;
     const int tl = ilog2(tuning().deq_tcl);
     const int64_t tcl = int64_t(1) << tl;
     const int64_t threads = f.N * f.groups * ((f.G / 16 + tcl - 1) / tcl) * tcl * (f.D / V);
     const unsigned grid = (unsigned)cdiv(threads, 256);
     if (o == OutType::F32) {
-      if (f.bits == 2) boost_dequant_v3<4, 2, false><<<grid, 256, 0, s>>>(f, q, out, tl);
-      else boost_dequant_v3<4, 4, false><<<grid, 256, 0, s>>>(f, q, out, tl);
+      if (f.bits == 2)
+        boost_dequant_v3<4, 2, false><<<grid, 256, 0, s>>>(f, q, out, tl);
+      else
+        boost_dequant_v3<4, 4, false><<<grid, 256, 0, s>>>(f, q, out, tl);
     } else {
-      if (f.bits == 2) boost_dequant_v3<8, 2, true><<<grid, 256, 0, s>>>(f, q, out, tl);
-      else boost_dequant_v3<8, 4, true><<<grid, 256, 0, s>>>(f, q, out, tl);
+      if (f.bits == 2)
+        boost_dequant_v3<8, 2, true><<<grid, 256, 0, s>>>(f, q, out, tl);
+      else
+        boost_dequant_v3<8, 4, true><<<grid, 256, 0, s>>>(f, q, out, tl);
     }
     check_launch("boost_dequant_v3");
     return "v3";
   }
   const BoostSmem bs = boost_smem(f);
   const int smem = (int)(((f.D + 15) / 16) * 16 + f.D * bs.spl + std::max(f.k, 1) * bs.sph);
-  if (smem > 48 * 1024) cudaFuncSetAttribute(boost_dequant_page, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  if (smem > 48 * 1024)
+    cudaFuncSetAttribute(boost_dequant_page, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   boost_dequant_page<<<(unsigned)(f.N * f.groups), 256, smem, s>>>(f, q, out, o, bs);
   check_launch("boost_dequant_page");
   return "page";

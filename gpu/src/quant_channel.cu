@@ -16,7 +16,8 @@ namespace {
 // packs 32/BITS codes of one channel into a register word, stored as a whole word in the
 // stage (no read-modify-write); BITS == 0 keeps the put_code path for other widths.
 template <class In, bool PRE, int BITS>
-__global__ void __launch_bounds__(256) channel_quant_tile(const In* __restrict__ x, DevFormat f, DevQuant q, int TL) {
+__global__ void __launch_bounds__(256)
+    channel_quant_tile(const In* __restrict__ x, DevFormat f, DevQuant q, int TL) {
   extern __shared__ __align__(16) uint8_t smem[];
   const int D = (int)f.D, bits = BITS ? BITS : f.bits;
   const int64_t tiles = (f.T + TL - 1) / TL;
@@ -33,7 +34,8 @@ __global__ void __launch_bounds__(256) channel_quant_tile(const In* __restrict__
   if (PRE) {
     for (int c = threadIdx.x; c < D; c += blockDim.x) {
       const int64_t pi = (n * D + c) * f.groups + g;
-      par[c] = GroupParams{load_param(q.scale, pi, f.half_params), f.sym ? 0.0f : load_param(q.zero, pi, f.half_params)};
+      par[c] = GroupParams{load_param(q.scale, pi, f.half_params),
+                           f.sym ? 0.0f : load_param(q.zero, pi, f.half_params)};
     }
   }
   __syncthreads();
@@ -51,8 +53,10 @@ __global__ void __launch_bounds__(256) channel_quant_tile(const In* __restrict__
         kmn = min(kmn, k), kmx = max(kmx, k);
       }
       const float mn = key_float(kmn), mx = key_float(kmx);
-      if (h == 1) part[c] = mn, part[D + c] = mx;
-      else par[c] = GroupParams{mn, mx};
+      if (h == 1)
+        part[c] = mn, part[D + c] = mx;
+      else
+        par[c] = GroupParams{mn, mx};
     }
     __syncthreads();
     for (int c = threadIdx.x; c < D; c += blockDim.x) {
@@ -138,14 +142,16 @@ __global__ void __launch_bounds__(256) channel_stats(const In* __restrict__ x, D
 template <class In>
 __global__ void channel_codes(const In* __restrict__ x, DevFormat f, DevQuant q) {
   const int64_t segs = (f.T + 7) / 8, total = f.N * segs * f.D;
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
+       i += (int64_t)gridDim.x * blockDim.x) {
     const int64_t c = i % f.D, s = (i / f.D) % segs, n = i / (f.D * segs);
     uint8_t buf[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     for (int j = 0; j < 8; ++j) {
       const int64_t t = 8 * s + j;
       if (t >= f.T) break;
       const int64_t pi = (n * f.D + c) * f.groups + t / f.G;
-      const GroupParams p{load_param(q.scale, pi, f.half_params), f.sym ? 0.0f : load_param(q.zero, pi, f.half_params)};
+      const GroupParams p{load_param(q.scale, pi, f.half_params),
+                          f.sym ? 0.0f : load_param(q.zero, pi, f.half_params)};
       put_code(buf, j, f.bits, code_of(load_in(x, (n * f.T + t) * f.D + c), p, f.bits, f.sym));
     }
     uint8_t* row = q.codes + (n * f.D + c) * f.row_bytes;
@@ -154,7 +160,8 @@ __global__ void channel_codes(const In* __restrict__ x, DevFormat f, DevQuant q)
 }
 
 // Dequantize: one block per (slice, 128-token tile); code bytes staged in shared memory.
-__global__ void __launch_bounds__(256) channel_dequant(DevFormat f, DevQuant q, void* __restrict__ out, OutType o) {
+__global__ void __launch_bounds__(256)
+    channel_dequant(DevFormat f, DevQuant q, void* __restrict__ out, OutType o) {
   extern __shared__ __align__(16) uint8_t smem[];
   constexpr int TT = 128;
   const int D = (int)f.D, bits = f.bits;
@@ -177,7 +184,8 @@ __global__ void __launch_bounds__(256) channel_dequant(DevFormat f, DevQuant q, 
       if (tt >= gend) {
         const int g = tt / f.G;
         gend = (g + 1) * f.G;
-        p = GroupParams{load_param(q.scale, pbase + g, f.half_params), f.sym ? 0.0f : load_param(q.zero, pbase + g, f.half_params)};
+        p = GroupParams{load_param(q.scale, pbase + g, f.half_params),
+                        f.sym ? 0.0f : load_param(q.zero, pbase + g, f.half_params)};
       }
       const uint32_t code = get_code(crow, t, bits);
       store_out(out, obase + (int64_t)t * D, dequant_of(code, p, bits, f.sym), code, o);
@@ -188,7 +196,8 @@ __global__ void __launch_bounds__(256) channel_dequant(DevFormat f, DevQuant q, 
     const int t = i / D, c = i - t * D;
     const uint32_t code = get_code(smem + c * sp, t, bits);
     const int64_t pi = (n * D + c) * f.groups + (t0 + t) / f.G;
-    const GroupParams p{load_param(q.scale, pi, f.half_params), f.sym ? 0.0f : load_param(q.zero, pi, f.half_params)};
+    const GroupParams p{load_param(q.scale, pi, f.half_params),
+                        f.sym ? 0.0f : load_param(q.zero, pi, f.half_params)};
     store_out(out, (n * f.T + t0 + t) * D + c, dequant_of(code, p, bits, f.sym), code, o);
   }
 }
@@ -197,7 +206,8 @@ __global__ void __launch_bounds__(256) channel_dequant(DevFormat f, DevQuant q, 
 // as in v2; a thread takes one 32-bit word (32/BITS tokens) of 4 adjacent channels and writes
 // 4 channels per token with one vector store (a warp writes 128 contiguous channels).
 template <int BITS>
-__global__ void __launch_bounds__(256) channel_dequant_vec(DevFormat f, DevQuant q, void* __restrict__ out, OutType o) {
+__global__ void __launch_bounds__(256)
+    channel_dequant_vec(DevFormat f, DevQuant q, void* __restrict__ out, OutType o) {
   extern __shared__ __align__(16) uint8_t smem[];
   constexpr int TT = 128, PER = 32 / BITS;
   const int D = (int)f.D, D4 = D / 4;
@@ -223,7 +233,8 @@ __global__ void __launch_bounds__(256) channel_dequant_vec(DevFormat f, DevQuant
 #pragma unroll
       for (int k = 0; k < 4; ++k) {
         const int64_t pi = (n * D + c4 + k) * f.groups + g;
-        p[k] = GroupParams{load_param(q.scale, pi, f.half_params), f.sym ? 0.0f : load_param(q.zero, pi, f.half_params)};
+        p[k] = GroupParams{load_param(q.scale, pi, f.half_params),
+                           f.sym ? 0.0f : load_param(q.zero, pi, f.half_params)};
       }
     }
     const int jn = min(PER, len - w * PER);
@@ -233,7 +244,8 @@ __global__ void __launch_bounds__(256) channel_dequant_vec(DevFormat f, DevQuant
       uint32_t c[4];
       float y[4];
 #pragma unroll
-      for (int k = 0; k < 4; ++k) c[k] = word_code(word[k], j, BITS), y[k] = dequant_of(c[k], p[k], BITS, f.sym);
+      for (int k = 0; k < 4; ++k)
+        c[k] = word_code(word[k], j, BITS), y[k] = dequant_of(c[k], p[k], BITS, f.sym);
       store_out4(out, e, y, c, o);
     }
   }
@@ -273,18 +285,20 @@ __device__ __forceinline__ ChUnit ch_unit(uint32_t u0, const DevFormat& f, int V
   return c;
 }
 template <class In>
-__device__ __forceinline__ void ch_load(const In* __restrict__ x, const DevFormat& f, const ChUnit& c, uint4 (&raw)[16]) {
+__device__ __forceinline__ void ch_load(const In* __restrict__ x, const DevFormat& f, const ChUnit& c,
+                                        uint4 (&raw)[16]) {
   const In* base = x + (c.n * f.T + c.t0) * f.D + c.c0;
 #pragma unroll
   for (int i = 0; i < 16; ++i)
-    raw[i] = c.live ? __ldcs(reinterpret_cast<const uint4*>(base + (int64_t)i * f.D)) : make_uint4(0u, 0u, 0u, 0u);
+    raw[i] =
+        c.live ? __ldcs(reinterpret_cast<const uint4*>(base + (int64_t)i * f.D)) : make_uint4(0u, 0u, 0u, 0u);
 }
 
 // Statistics, params and codes of one unit whose 16 rows are in raw (all lanes of the warp
 // call this together: xor shuffles over the TC lanes of a unit chunk; sqp = this warp's slots).
 template <class In, bool SYM, int BITS, bool PRE>
-__device__ __forceinline__ void ch_process(const uint4 (&raw)[16], const ChUnit& cu, const DevFormat& f, const DevQuant& q,
-                                           int TC, int mm, int allow_fast, float4* sqp) {
+__device__ __forceinline__ void ch_process(const uint4 (&raw)[16], const ChUnit& cu, const DevFormat& f,
+                                           const DevQuant& q, int TC, int mm, int allow_fast, float4* sqp) {
   constexpr int V = 16 / (int)sizeof(In), NW = BITS / 2;
   const int lane = threadIdx.x & 31, D = (int)f.D;
   const int TCw = TC < 32 ? TC : 32, tl = lane & (TCw - 1), cl = lane / TCw;
@@ -314,12 +328,16 @@ __device__ __forceinline__ void ch_process(const uint4 (&raw)[16], const ChUnit&
         if (!live) a = 0x7C007C00u, b = 0xFC00FC00u;  // +inf / -inf pairs
         for (int o = 1; o < TCw; o <<= 1) {
           const uint32_t a2 = __shfl_xor_sync(0xffffffffu, a, o), b2 = __shfl_xor_sync(0xffffffffu, b, o);
-          const __half2 m = __hmin2(*reinterpret_cast<const __half2*>(&a), *reinterpret_cast<const __half2*>(&a2));
-          const __half2 M = __hmax2(*reinterpret_cast<const __half2*>(&b), *reinterpret_cast<const __half2*>(&b2));
+          const __half2 m =
+              __hmin2(*reinterpret_cast<const __half2*>(&a), *reinterpret_cast<const __half2*>(&a2));
+          const __half2 M =
+              __hmax2(*reinterpret_cast<const __half2*>(&b), *reinterpret_cast<const __half2*>(&b2));
           a = *reinterpret_cast<const uint32_t*>(&m), b = *reinterpret_cast<const uint32_t*>(&M);
         }
-        mn[2 * k] = half_to_float((uint16_t)(a & 0xffffu)), mn[2 * k + 1] = half_to_float((uint16_t)(a >> 16));
-        mx[2 * k] = half_to_float((uint16_t)(b & 0xffffu)), mx[2 * k + 1] = half_to_float((uint16_t)(b >> 16));
+        mn[2 * k] = half_to_float((uint16_t)(a & 0xffffu)),
+               mn[2 * k + 1] = half_to_float((uint16_t)(a >> 16));
+        mx[2 * k] = half_to_float((uint16_t)(b & 0xffffu)),
+               mx[2 * k + 1] = half_to_float((uint16_t)(b >> 16));
       }
     } else {
       int32_t kmn[V], kmx[V];
@@ -328,14 +346,19 @@ __device__ __forceinline__ void ch_process(const uint4 (&raw)[16], const ChUnit&
         const uint32_t uw[4] = {raw[i].x, raw[i].y, raw[i].z, raw[i].w};
 #pragma unroll
         for (int j = 0; j < V; ++j) {
-          const float v = sizeof(In) == 2 ? half_to_float((uint16_t)(uw[j / 2] >> (16 * (j & 1)))) : __uint_as_float(uw[j]);
+          const float v = sizeof(In) == 2 ? half_to_float((uint16_t)(uw[j / 2] >> (16 * (j & 1))))
+                                          : __uint_as_float(uw[j]);
           if (mm) {
-            if (i == 0) mn[j] = mx[j] = v;
-            else mn[j] = fminf(mn[j], v), mx[j] = fmaxf(mx[j], v);
+            if (i == 0)
+              mn[j] = mx[j] = v;
+            else
+              mn[j] = fminf(mn[j], v), mx[j] = fmaxf(mx[j], v);
           } else {
             const int32_t k = ord_key(v);
-            if (i == 0) kmn[j] = kmx[j] = k;
-            else kmn[j] = min(kmn[j], k), kmx[j] = max(kmx[j], k);
+            if (i == 0)
+              kmn[j] = kmx[j] = k;
+            else
+              kmn[j] = min(kmn[j], k), kmx[j] = max(kmx[j], k);
           }
         }
       }
@@ -368,7 +391,8 @@ __device__ __forceinline__ void ch_process(const uint4 (&raw)[16], const ChUnit&
       GroupParams p;
       const int64_t pi = (n * D + c0 + j) * f.groups + g;
       if (PRE) {
-        p = GroupParams{load_param(q.scale, pi, f.half_params), SYM ? 0.0f : load_param(q.zero, pi, f.half_params)};
+        p = GroupParams{load_param(q.scale, pi, f.half_params),
+                        SYM ? 0.0f : load_param(q.zero, pi, f.half_params)};
       } else {
         float m = 0.0f, M = 0.0f;
 #pragma unroll
@@ -390,30 +414,34 @@ __device__ __forceinline__ void ch_process(const uint4 (&raw)[16], const ChUnit&
       qp = QP{pv.x, pv.y, pv.z, pv.w};
     } else {
       const int64_t pi = (n * D + c0 + j) * f.groups + g;
-      qp = make_qp(GroupParams{load_param(q.scale, pi, f.half_params), SYM ? 0.0f : load_param(q.zero, pi, f.half_params)},
+      qp = make_qp(GroupParams{load_param(q.scale, pi, f.half_params),
+                               SYM ? 0.0f : load_param(q.zero, pi, f.half_params)},
                    allow_fast);
     }
     float v[16];
 #pragma unroll
     for (int i = 0; i < 16; ++i) {
       const uint32_t uw[4] = {raw[i].x, raw[i].y, raw[i].z, raw[i].w};
-      v[i] = sizeof(In) == 2 ? half_to_float((uint16_t)(uw[j / 2] >> (16 * (j & 1)))) : __uint_as_float(uw[j]);
+      v[i] =
+          sizeof(In) == 2 ? half_to_float((uint16_t)(uw[j / 2] >> (16 * (j & 1)))) : __uint_as_float(uw[j]);
     }
     uint32_t w[NW];
     pack_run<SYM, BITS, 16>(v, qp, GroupParams{qp.scale, SYM ? 0.0f : qp.zero}, w);
     if (live) {
       uint8_t* dst = q.codes + (n * D + c0 + j) * f.row_bytes + t0 * BITS / 8;
-      if constexpr (NW == 1) *reinterpret_cast<uint32_t*>(dst) = w[0];
-      else if constexpr (NW == 2) *reinterpret_cast<uint2*>(dst) = make_uint2(w[0], w[1]);
-      else *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
+      if constexpr (NW == 1)
+        *reinterpret_cast<uint32_t*>(dst) = w[0];
+      else if constexpr (NW == 2)
+        *reinterpret_cast<uint2*>(dst) = make_uint2(w[0], w[1]);
+      else
+        *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
     }
   }
 }
 
-
 template <class In, bool SYM, int BITS, bool PRE>
-__global__ void __launch_bounds__(128) channel_quant_v4(const In* __restrict__ x, DevFormat f, DevQuant q, int TC, int mm,
-                                                        int allow_fast) {
+__global__ void __launch_bounds__(128)
+    channel_quant_v4(const In* __restrict__ x, DevFormat f, DevQuant q, int TC, int mm, int allow_fast) {
   constexpr int V = 16 / (int)sizeof(In);
   __shared__ float4 sqp[4][256];
   const int wib = threadIdx.x >> 5;
@@ -427,10 +455,11 @@ __global__ void __launch_bounds__(128) channel_quant_v4(const In* __restrict__ x
 // chunk: 16-byte loads, (256 / (128 / V)) token lanes each striding the group, then the token
 // lanes merged through shared memory (order free: min/max are a total order).
 template <class In>
-__global__ void __launch_bounds__(256) channel_stats_v4(const In* __restrict__ x, DevFormat f, DevQuant q, int mm) {
+__global__ void __launch_bounds__(256)
+    channel_stats_v4(const In* __restrict__ x, DevFormat f, DevQuant q, int mm) {
   constexpr int V = 16 / (int)sizeof(In);
-  constexpr int CL = 128 / V;          // channel lanes per 128 channels
-  constexpr int TLN = 256 / CL;        // token lanes
+  constexpr int CL = 128 / V;    // channel lanes per 128 channels
+  constexpr int TLN = 256 / CL;  // token lanes
   __shared__ float smn[TLN][128 + 1], smx[TLN][128 + 1];
   const int D = (int)f.D;
   const int64_t n = blockIdx.x / f.groups, g = blockIdx.x % f.groups, t0 = g * f.G;
@@ -440,7 +469,8 @@ __global__ void __launch_bounds__(256) channel_stats_v4(const In* __restrict__ x
   float mn[V], mx[V];
   int32_t kmn[V], kmx[V];
 #pragma unroll
-  for (int j = 0; j < V; ++j) mn[j] = INFINITY, mx[j] = -INFINITY, kmn[j] = ord_key(INFINITY), kmx[j] = ord_key(-INFINITY);
+  for (int j = 0; j < V; ++j)
+    mn[j] = INFINITY, mx[j] = -INFINITY, kmn[j] = ord_key(INFINITY), kmx[j] = ord_key(-INFINITY);
   if (c0 < D) {
     const In* col = x + (n * f.T + t0) * D + c0;
 #pragma unroll 4
@@ -449,8 +479,10 @@ __global__ void __launch_bounds__(256) channel_stats_v4(const In* __restrict__ x
       const uint32_t uw[4] = {r.x, r.y, r.z, r.w};
 #pragma unroll
       for (int j = 0; j < V; ++j) {
-        const float v = sizeof(In) == 2 ? half_to_float((uint16_t)(uw[j / 2] >> (16 * (j & 1)))) : __uint_as_float(uw[j]);
-        if (mm) mn[j] = fminf(mn[j], v), mx[j] = fmaxf(mx[j], v);
+        const float v =
+            sizeof(In) == 2 ? half_to_float((uint16_t)(uw[j / 2] >> (16 * (j & 1)))) : __uint_as_float(uw[j]);
+        if (mm)
+          mn[j] = fminf(mn[j], v), mx[j] = fmaxf(mx[j], v);
         else {
           const int32_t k = ord_key(v);
           kmn[j] = min(kmn[j], k), kmx[j] = max(kmx[j], k);
@@ -469,7 +501,8 @@ __global__ void __launch_bounds__(256) channel_stats_v4(const In* __restrict__ x
     if (c < D) {
       float a = smn[0][threadIdx.x], b = smx[0][threadIdx.x];
       for (int t = 1; t < TLN; ++t) a = f_min(a, smn[t][threadIdx.x]), b = f_max(b, smx[t][threadIdx.x]);
-      write_params(q, (n * D + c) * f.groups + g, params_of(a, b, f.bits, f.sym, f.half_params), f.sym, f.half_params);
+      write_params(q, (n * D + c) * f.groups + g, params_of(a, b, f.bits, f.sym, f.half_params), f.sym,
+                   f.half_params);
     }
   }
 }
@@ -480,7 +513,8 @@ __global__ void __launch_bounds__(256) channel_stats_v4(const In* __restrict__ x
 // contiguous bytes of each token row). Measured (docs/PERFORMANCE.md): TCL = 1 or 2 (whole
 // 256/512-byte row runs per store) beats 4 and 8; the default is 2.
 template <int V, bool SYM, int BITS, bool F16OUT>
-__global__ void __launch_bounds__(256) channel_dequant_v4(DevFormat f, DevQuant q, void* __restrict__ out, int tcl_log2) {
+__global__ void __launch_bounds__(256)
+    channel_dequant_v4(DevFormat f, DevQuant q, void* __restrict__ out, int tcl_log2) {
   constexpr int NW = BITS / 2, PER = 32 / BITS;
   const int D = (int)f.D, CC = D / V;
   const uint32_t chunks = (uint32_t)(f.T / 16), tiles = (chunks + (1u << tcl_log2) - 1) >> tcl_log2;
@@ -518,8 +552,8 @@ __global__ void __launch_bounds__(256) channel_dequant_v4(DevFormat f, DevQuant 
 #pragma unroll
     for (int j = 0; j < V; ++j) y[j] = dequant_word<SYM, BITS>(w[j][i / PER], i % PER, sc[j], ze[j]);
     if constexpr (F16OUT) {
-      *reinterpret_cast<uint4*>(static_cast<uint16_t*>(out) + e) =
-          make_uint4(half2_bits(y[0], y[1]), half2_bits(y[2], y[3]), half2_bits(y[4], y[5]), half2_bits(y[6], y[7]));
+      *reinterpret_cast<uint4*>(static_cast<uint16_t*>(out) + e) = make_uint4(
+          half2_bits(y[0], y[1]), half2_bits(y[2], y[3]), half2_bits(y[4], y[5]), half2_bits(y[6], y[7]));
     } else {
       *reinterpret_cast<float4*>(static_cast<float*>(out) + e) = make_float4(y[0], y[1], y[2], y[3]);
     }
@@ -533,7 +567,8 @@ bool channel_v4_ok(const DevFormat& f, int V, const void* x) {
   if (!tuning().v4) return false;
   if (f.bits != 2 && f.bits != 4 && f.bits != 8) return false;
   if (f.D % V != 0 || f.T % 16 != 0 || f.G % 16 != 0) return false;
-  if (f.N * f.T * f.D >= (int64_t(1) << 35)) return false;  // 32-bit unit indices (16 elements per unit and lane)
+  if (f.N * f.T * f.D >= (int64_t(1) << 35))
+    return false;  // 32-bit unit indices (16 elements per unit and lane)
   return x == nullptr || (reinterpret_cast<uintptr_t>(x) % 16) == 0;
 }
 
@@ -614,7 +649,8 @@ const char* quantize_channel_t(const DevFormat& f, const In* x, DevQuant q, cuda
       launch_channel_quant_v4<In, false>(f, x, q, s);
       return "v4";
     }
-    channel_stats_v4<In><<<dim3((unsigned)(f.N * f.groups), (unsigned)cdiv(f.D, 128)), 256, 0, s>>>(x, f, q, tuning().minmax);
+    channel_stats_v4<In>
+        <<<dim3((unsigned)(f.N * f.groups), (unsigned)cdiv(f.D, 128)), 256, 0, s>>>(x, f, q, tuning().minmax);
     check_launch("channel_stats_v4");
     launch_channel_quant_v4<In, true>(f, x, q, s);
     return "v4-2pass";

@@ -20,7 +20,8 @@ TokenTile token_tile(const DevFormat& f, int rows) {
   t.rows = rows;
   t.pitch = (int)(f.D | 1);
   t.sp = stage_pitch(f.row_bytes);
-  t.smem = (int64_t)rows * t.pitch * 4 + (int64_t)rows * f.groups * (int64_t)sizeof(GroupParams) + (int64_t)rows * t.sp;
+  t.smem = (int64_t)rows * t.pitch * 4 + (int64_t)rows * f.groups * (int64_t)sizeof(GroupParams) +
+           (int64_t)rows * t.sp;
   return t;
 }
 
@@ -31,7 +32,8 @@ TokenTile choose_tile(const DevFormat& f) {
 }
 
 template <class In>
-__global__ void __launch_bounds__(256) token_quant_tile(const In* __restrict__ x, DevFormat f, DevQuant q, TokenTile tt) {
+__global__ void __launch_bounds__(256)
+    token_quant_tile(const In* __restrict__ x, DevFormat f, DevQuant q, TokenTile tt) {
   extern __shared__ __align__(16) uint8_t smem[];
   const int D = (int)f.D, G = f.G, bits = f.bits, groups = (int)f.groups;
   const int64_t total_rows = f.N * f.T, r0 = (int64_t)blockIdx.x * tt.rows;
@@ -71,7 +73,8 @@ __global__ void __launch_bounds__(256) token_quant_tile(const In* __restrict__ x
   copy_rows(q.codes + r0 * rb, rb, stage, tt.sp, rows, rb);
 }
 
-__global__ void __launch_bounds__(256) token_dequant(DevFormat f, DevQuant q, void* __restrict__ out, OutType o, int TR) {
+__global__ void __launch_bounds__(256)
+    token_dequant(DevFormat f, DevQuant q, void* __restrict__ out, OutType o, int TR) {
   extern __shared__ __align__(16) uint8_t smem[];
   const int D = (int)f.D, bits = f.bits, rb = (int)f.row_bytes;
   const int64_t r0 = (int64_t)blockIdx.x * TR;
@@ -84,7 +87,8 @@ __global__ void __launch_bounds__(256) token_dequant(DevFormat f, DevQuant q, vo
     for (int r = threadIdx.x / D; r < rows; r += step) {
       const uint32_t code = get_code(smem + r * sp, c, bits);
       const int64_t pi = (r0 + r) * f.groups + g;
-      const GroupParams p{load_param(q.scale, pi, f.half_params), f.sym ? 0.0f : load_param(q.zero, pi, f.half_params)};
+      const GroupParams p{load_param(q.scale, pi, f.half_params),
+                          f.sym ? 0.0f : load_param(q.zero, pi, f.half_params)};
       store_out(out, (r0 + r) * D + c, dequant_of(code, p, bits, f.sym), code, o);
     }
     return;
@@ -93,11 +97,11 @@ __global__ void __launch_bounds__(256) token_dequant(DevFormat f, DevQuant q, vo
     const int r = i / D, c = i - r * D;
     const uint32_t code = get_code(smem + r * sp, c, bits);
     const int64_t pi = (r0 + r) * f.groups + c / f.G;
-    const GroupParams p{load_param(q.scale, pi, f.half_params), f.sym ? 0.0f : load_param(q.zero, pi, f.half_params)};
+    const GroupParams p{load_param(q.scale, pi, f.half_params),
+                        f.sym ? 0.0f : load_param(q.zero, pi, f.half_params)};
     store_out(out, (r0 + r) * D + c, dequant_of(code, p, bits, f.sym), code, o);
   }
 }
-
 
 // ---- v3: one warp per token row (D == 32 * V): lane l holds channels [V*l, V*l + V) in
 // registers (one 8/16-byte load), min/max of each group by xor shuffles inside the G/V lanes
@@ -120,9 +124,12 @@ struct Vec<4> {
 
 // Store `bits * V / 8` bytes of packed codes (1, 2 or 4 bytes).
 __device__ __forceinline__ void store_packed(uint8_t* p, uint32_t w, int nbytes) {
-  if (nbytes == 4) *reinterpret_cast<uint32_t*>(p) = w;
-  else if (nbytes == 2) *reinterpret_cast<uint16_t*>(p) = (uint16_t)w;
-  else *p = (uint8_t)w;
+  if (nbytes == 4)
+    *reinterpret_cast<uint32_t*>(p) = w;
+  else if (nbytes == 2)
+    *reinterpret_cast<uint16_t*>(p) = (uint16_t)w;
+  else
+    *p = (uint8_t)w;
 }
 __device__ __forceinline__ uint32_t load_packed(const uint8_t* p, int nbytes) {
   if (nbytes == 4) return __ldg(reinterpret_cast<const uint32_t*>(p));
@@ -167,7 +174,8 @@ __global__ void __launch_bounds__(256) token_quant_warp(const In* __restrict__ x
 }
 
 template <int V, int R>
-__global__ void __launch_bounds__(256) token_dequant_warp(DevFormat f, DevQuant q, void* __restrict__ out, OutType o) {
+__global__ void __launch_bounds__(256)
+    token_dequant_warp(DevFormat f, DevQuant q, void* __restrict__ out, OutType o) {
   const int lane = threadIdx.x & 31, bits = f.bits, D = 32 * V;
   const int g = lane * V / f.G, groups = (int)f.groups;
   const int nbytes = V * bits / 8;
@@ -180,7 +188,8 @@ __global__ void __launch_bounds__(256) token_dequant_warp(DevFormat f, DevQuant 
     if (r0 + r >= total) break;
     w[r] = load_packed(q.codes + (r0 + r) * f.row_bytes + lane * nbytes, nbytes);
     const int64_t pi = (r0 + r) * groups + g;
-    p[r] = GroupParams{load_param(q.scale, pi, f.half_params), f.sym ? 0.0f : load_param(q.zero, pi, f.half_params)};
+    p[r] = GroupParams{load_param(q.scale, pi, f.half_params),
+                       f.sym ? 0.0f : load_param(q.zero, pi, f.half_params)};
   }
 #pragma unroll
   for (int r = 0; r < R; ++r) {
@@ -213,8 +222,9 @@ __device__ __forceinline__ void tree_minmax(T* a, T* b) {
 }
 
 template <class In, int V, bool SYM, int BITS>
-__global__ void __launch_bounds__(256) token_quant_v4(const In* __restrict__ x, DevFormat f, DevQuant q, int lpr_log2,
-                                                      int gl_log2, int mm, int allow_fast, int ldg) {
+__global__ void __launch_bounds__(256)
+    token_quant_v4(const In* __restrict__ x, DevFormat f, DevQuant q, int lpr_log2, int gl_log2, int mm,
+                   int allow_fast, int ldg) {
   constexpr int R = (V == 16 && sizeof(In) == 2) ? 2 : 1, NQ = V * (int)sizeof(In) / 16, NW = V * BITS / 32;
   const int D = (int)f.D, RPW_LOG2 = 5 - lpr_log2;
   const int lane = threadIdx.x & 31, lr = lane & ((1 << lpr_log2) - 1), sub = lane >> lpr_log2;
@@ -223,8 +233,8 @@ __global__ void __launch_bounds__(256) token_quant_v4(const In* __restrict__ x, 
   const int64_t total = f.N * f.T;
   const int64_t warps = (int64_t)gridDim.x * (blockDim.x >> 5);
   // Persistent: warp iteration ws takes rows [ws * R * RPW, (ws + 1) * R * RPW): R rows per lane.
-  for (int64_t ws = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); ((ws * R) << RPW_LOG2) < total;
-       ws += warps) {
+  for (int64_t ws = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+       ((ws * R) << RPW_LOG2) < total; ws += warps) {
     const int64_t row0 = ((ws * R) << RPW_LOG2) + sub;
     uint4 raw[R][NQ];
 #pragma unroll
@@ -232,7 +242,8 @@ __global__ void __launch_bounds__(256) token_quant_v4(const In* __restrict__ x, 
       const int64_t row = row0 + ((int64_t)r << RPW_LOG2);
       const uint4* src = reinterpret_cast<const uint4*>(x + row * D + lr * V);
 #pragma unroll
-      for (int k = 0; k < NQ; ++k)  // a lane's 16-byte pieces share 32-byte sectors: __ldg lets L1 serve the second half
+      for (int k = 0; k < NQ;
+           ++k)  // a lane's 16-byte pieces share 32-byte sectors: __ldg lets L1 serve the second half
         raw[r][k] = row < total ? (ldg ? __ldg(src + k) : __ldcs(src + k)) : make_uint4(0u, 0u, 0u, 0u);
     }
 #pragma unroll
@@ -271,7 +282,8 @@ __global__ void __launch_bounds__(256) token_quant_v4(const In* __restrict__ x, 
       } else if (mm) {
         float a[V / 2], b[V / 2];
 #pragma unroll
-        for (int j = 0; j < V / 2; ++j) a[j] = fminf(v[2 * j], v[2 * j + 1]), b[j] = fmaxf(v[2 * j], v[2 * j + 1]);
+        for (int j = 0; j < V / 2; ++j)
+          a[j] = fminf(v[2 * j], v[2 * j + 1]), b[j] = fmaxf(v[2 * j], v[2 * j + 1]);
         tree_minmax<V / 4>(a, b);
         mn = a[0], mx = b[0];
         for (int o = 1; o < (1 << gl_log2); o <<= 1) {
@@ -300,9 +312,12 @@ __global__ void __launch_bounds__(256) token_quant_v4(const In* __restrict__ x, 
         uint8_t* dst = q.codes + row * f.row_bytes + lr * NW * 4;
 #pragma unroll
         for (int k = 0; k < NW; k += 4) {  // 4, 8 or 16-byte stores
-          if constexpr (NW == 1) *reinterpret_cast<uint32_t*>(dst) = w[0];
-          else if constexpr (NW == 2) *reinterpret_cast<uint2*>(dst) = make_uint2(w[0], w[1]);
-          else *reinterpret_cast<uint4*>(dst + 4 * k) = make_uint4(w[k], w[k + 1], w[k + 2], w[k + 3]);
+          if constexpr (NW == 1)
+            *reinterpret_cast<uint32_t*>(dst) = w[0];
+          else if constexpr (NW == 2)
+            *reinterpret_cast<uint2*>(dst) = make_uint2(w[0], w[1]);
+          else
+            *reinterpret_cast<uint4*>(dst + 4 * k) = make_uint4(w[k], w[k + 1], w[k + 2], w[k + 3]);
         }
       }
     }
@@ -355,7 +370,8 @@ __global__ void __launch_bounds__(256) token_dequant_v4(DevFormat f, DevQuant q,
                      half2_bits(y[6 % V], y[7 % V]));
     } else {
       static_assert(F16OUT || V == 4, "f32 out: 4 per lane");
-      *reinterpret_cast<float4*>(static_cast<float*>(out) + e) = make_float4(y[0], y[1 % V], y[2 % V], y[3 % V]);
+      *reinterpret_cast<float4*>(static_cast<float*>(out) + e) =
+          make_float4(y[0], y[1 % V], y[2 % V], y[3 % V]);
     }
   }
 }
@@ -450,7 +466,8 @@ bool token_warp_ok(const DevFormat& f, const void* x, int elem) {
 
 template <class In>
 const char* quantize_token_t(const DevFormat& f, const In* x, DevQuant q, cudaStream_t s) {
-  if (launch_token_quant_v4<In>(f, x, q, s)) return token_quant_v(f, (int)sizeof(In), x) == 32 ? "v4-32" : "v4-16";
+  if (launch_token_quant_v4<In>(f, x, q, s))
+    return token_quant_v(f, (int)sizeof(In), x) == 32 ? "v4-32" : "v4-16";
   if (token_warp_ok(f, x, (int)sizeof(In))) {
     constexpr int R = 4;
     const int64_t warps = cdiv(f.N * f.T, R);
@@ -459,7 +476,8 @@ const char* quantize_token_t(const DevFormat& f, const In* x, DevQuant q, cudaSt
     return "warp";
   }
   const TokenTile tt = choose_tile(f);
-  if (tt.smem > kMaxTileSmem) throw std::runtime_error("kvlab-gpu: per-token tile of one row does not fit shared memory");
+  if (tt.smem > kMaxTileSmem)
+    throw std::runtime_error("kvlab-gpu: per-token tile of one row does not fit shared memory");
   cudaFuncSetAttribute(token_quant_tile<In>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tt.smem);
   token_quant_tile<In><<<(unsigned)cdiv(f.N * f.T, tt.rows), 256, tt.smem, s>>>(x, f, q, tt);
   check_launch("token_quant_tile");
@@ -491,7 +509,8 @@ const char* dequantize_token(const DevFormat& f, DevQuant q, void* out, OutType 
   }
   const int TR = (int)std::max<int64_t>(1, std::min<int64_t>(256, 16384 / f.D));
   const int smem = TR * stage_pitch(f.row_bytes);
-  if (smem > 48 * 1024) cudaFuncSetAttribute(token_dequant, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  if (smem > 48 * 1024)
+    cudaFuncSetAttribute(token_dequant, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   token_dequant<<<(unsigned)cdiv(f.N * f.T, TR), 256, smem, s>>>(f, q, out, o, TR);
   check_launch("token_dequant");
   return "tile";

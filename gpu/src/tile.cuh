@@ -30,8 +30,10 @@ __device__ __forceinline__ void load4(const float* x, int64_t i, float v[4]) {
 }
 
 __device__ __forceinline__ void store_param(void* p, int64_t i, float v, int half) {
-  if (half) static_cast<uint16_t*>(p)[i] = float_to_half(v);  // exact: v is fp16-representable
-  else static_cast<float*>(p)[i] = v;
+  if (half)
+    static_cast<uint16_t*>(p)[i] = float_to_half(v);  // exact: v is fp16-representable
+  else
+    static_cast<float*>(p)[i] = v;
 }
 __device__ __forceinline__ float load_param(const void* p, int64_t i, int half) {
   if (half) return half_to_float(__ldg(static_cast<const uint16_t*>(p) + i));
@@ -63,13 +65,15 @@ __device__ __forceinline__ void write_params(const DevQuant& q, int64_t i, Group
 // is word aligned, else bytes. All threads of the block take part.
 __device__ __forceinline__ void copy_rows(uint8_t* dst, int64_t dpitch, const uint8_t* src, int64_t spitch,
                                           int rows, int nbytes) {
-  const bool words = ((reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src) | (uintptr_t)dpitch |
-                       (uintptr_t)spitch | (uintptr_t)nbytes) & 3u) == 0;
+  const bool words = ((reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src) |
+                       (uintptr_t)dpitch | (uintptr_t)spitch | (uintptr_t)nbytes) &
+                      3u) == 0;
   if (words) {
     const int nw = nbytes / 4, total = rows * nw;
     for (int i = threadIdx.x; i < total; i += blockDim.x) {
       const int r = i / nw, w = i - r * nw;
-      reinterpret_cast<uint32_t*>(dst + r * dpitch)[w] = reinterpret_cast<const uint32_t*>(src + r * spitch)[w];
+      reinterpret_cast<uint32_t*>(dst + r * dpitch)[w] =
+          reinterpret_cast<const uint32_t*>(src + r * spitch)[w];
     }
   } else {
     const int total = rows * nbytes;
@@ -120,9 +124,12 @@ __device__ __forceinline__ void load_tile(float* tile, int pitch, const In* x, i
 
 // Store one dequantized value (or its code) to the output tensor.
 __device__ __forceinline__ void store_out(void* out, int64_t i, float v, uint32_t code, OutType o) {
-  if (o == OutType::F32) static_cast<float*>(out)[i] = v;
-  else if (o == OutType::F16) static_cast<uint16_t*>(out)[i] = float_to_half(v);
-  else static_cast<uint8_t*>(out)[i] = (uint8_t)code;
+  if (o == OutType::F32)
+    static_cast<float*>(out)[i] = v;
+  else if (o == OutType::F16)
+    static_cast<uint16_t*>(out)[i] = float_to_half(v);
+  else
+    static_cast<uint8_t*>(out)[i] = (uint8_t)code;
 }
 
 // Order keys for min/max: ord_key maps a finite float to an int32 whose signed order is the
@@ -134,10 +141,13 @@ __device__ __forceinline__ int32_t ord_key(float v) {
   const int32_t u = __float_as_int(v);
   return u ^ (int32_t)((uint32_t)(u >> 31) >> 1);
 }
-__device__ __forceinline__ float key_float(int32_t k) { return __int_as_float(k ^ (int32_t)((uint32_t)(k >> 31) >> 1)); }
+__device__ __forceinline__ float key_float(int32_t k) {
+  return __int_as_float(k ^ (int32_t)((uint32_t)(k >> 31) >> 1));
+}
 
 // Store 4 consecutive outputs at element e (e % 4 == 0, base 16-byte aligned): one vector store.
-__device__ __forceinline__ void store_out4(void* out, int64_t e, const float y[4], const uint32_t c[4], OutType o) {
+__device__ __forceinline__ void store_out4(void* out, int64_t e, const float y[4], const uint32_t c[4],
+                                           OutType o) {
   if (o == OutType::F32) {
     *reinterpret_cast<float4*>(static_cast<float*>(out) + e) = make_float4(y[0], y[1], y[2], y[3]);
   } else if (o == OutType::F16) {
@@ -145,7 +155,8 @@ __device__ __forceinline__ void store_out4(void* out, int64_t e, const float y[4
     const uint32_t b = (uint32_t)float_to_half(y[2]) | ((uint32_t)float_to_half(y[3]) << 16);
     *reinterpret_cast<uint2*>(static_cast<uint16_t*>(out) + e) = make_uint2(a, b);
   } else {
-    *reinterpret_cast<uint32_t*>(static_cast<uint8_t*>(out) + e) = c[0] | (c[1] << 8) | (c[2] << 16) | (c[3] << 24);
+    *reinterpret_cast<uint32_t*>(static_cast<uint8_t*>(out) + e) =
+        c[0] | (c[1] << 8) | (c[2] << 16) | (c[3] << 24);
   }
 }
 
@@ -181,7 +192,8 @@ __host__ __device__ __forceinline__ int stage_pitch(int64_t nb) { return (int)((
 inline void check_launch(const char* what) {
   const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) {
-    throw std::runtime_error(std::string("kvlab-gpu: launch of ") + what + " failed: " + cudaGetErrorString(e));
+    throw std::runtime_error(std::string("kvlab-gpu: launch of ") + what +
+                             " failed: " + cudaGetErrorString(e));
   }
 }
 
@@ -206,6 +218,5 @@ inline unsigned persistent_grid(K kern, int threads, int64_t work_blocks) {
   cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, threads, 0);
   return (unsigned)std::max<int64_t>(1, std::min<int64_t>(work_blocks, (int64_t)std::max(per_sm, 1) * sms));
 }
-
 
 }  // namespace kvlab::gpu

@@ -15,13 +15,16 @@ __device__ __forceinline__ uint32_t mix(uint64_t x) {
 }
 
 __global__ void fill_kernel(void* x, int64_t n, int64_t D, int half, uint64_t seed) {
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x) {
     const uint32_t h = mix(i * 0x9e3779b97f4a7c15ull + seed);
     // Roughly Gaussian (sum of uniforms); a few channels 8x larger, as keys have.
     const float u = ((h & 0x3ff) + ((h >> 10) & 0x3ff) + ((h >> 20) & 0x3ff)) / 1024.0f - 1.5f;
     const float v = ((i % D) % 16 == 3) ? 8.0f * u : u;
-    if (half) static_cast<uint16_t*>(x)[i] = float_to_half(v);
-    else static_cast<float*>(x)[i] = v;
+    if (half)
+      static_cast<uint16_t*>(x)[i] = float_to_half(v);
+    else
+      static_cast<float*>(x)[i] = v;
   }
 }
 
@@ -77,7 +80,8 @@ int64_t half_conversion_mismatches(int64_t* checked) {
   check_launch("half_cvt_check");
   const cudaError_t e = cudaMemcpy(h, d, sizeof(h), cudaMemcpyDeviceToHost);
   cudaFree(d);
-  if (e != cudaSuccess) throw std::runtime_error(std::string("kvlab-gpu: half_cvt_check: ") + cudaGetErrorString(e));
+  if (e != cudaSuccess)
+    throw std::runtime_error(std::string("kvlab-gpu: half_cvt_check: ") + cudaGetErrorString(e));
   *checked = (int64_t)h[1];
   return (int64_t)h[0];
 }
@@ -115,7 +119,8 @@ __global__ void fastdiv_sweep(uint32_t s_begin, uint32_t s_count, uint32_t s_str
     } else {
       for (uint32_t i = threadIdx.x; i < per_scale; i += blockDim.x) {
         // the 32 smallest and 32 largest significands, then hashed ones
-        const uint32_t am = i < 64 ? (i < 32 ? i : 0x7fffffu - (i - 32)) : hash32(((uint64_t)sm << 32) | i) & 0x7fffffu;
+        const uint32_t am =
+            i < 64 ? (i < 32 ? i : 0x7fffffu - (i - 32)) : hash32(((uint64_t)sm << 32) | i) & 0x7fffffu;
         const float a = __uint_as_float(0x3f800000u | am);
         nbad += __float_as_uint(fast_quot(a, s, r)) != __float_as_uint(__fdiv_rn(a, s));
         ++nchk;
@@ -130,7 +135,8 @@ __global__ void fastdiv_sweep(uint32_t s_begin, uint32_t s_count, uint32_t s_str
 // vs KvlabRecipe::asym_code / sym_code): s = m * 2^e, e in [-100, 99] plus the range ends;
 // |a/s| spread over [2^-40, 2^31) plus zeros, subnormal a and exact half-integer quotients.
 // Quotients with |a/s| >= 1/4 must match bit for bit (case B), codes always (case A too).
-__global__ void fastdiv_edges(uint64_t n, uint64_t seed, unsigned long long* bad, unsigned long long* checked) {
+__global__ void fastdiv_edges(uint64_t n, uint64_t seed, unsigned long long* bad,
+                              unsigned long long* checked) {
   unsigned long long nbad = 0, nchk = 0;
   const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
   for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
@@ -142,13 +148,15 @@ __global__ void fastdiv_edges(uint64_t n, uint64_t seed, unsigned long long* bad
       case 1: s = kFastScaleMax; break;
       case 2: s = __uint_as_float(__float_as_uint(kFastScaleMin) + (h1 & 0xff)); break;
       case 3: s = __uint_as_float(__float_as_uint(kFastScaleMax) - (h1 & 0xff)); break;
-      default: s = __uint_as_float(((uint32_t)(27 + (h1 % 200)) << 23) | (h2 & 0x7fffffu)); break;  // 2^-100 .. 2^99
+      default:
+        s = __uint_as_float(((uint32_t)(27 + (h1 % 200)) << 23) | (h2 & 0x7fffffu));
+        break;  // 2^-100 .. 2^99
     }
     const int e = (int)(h3 % 72) - 40;  // quotient magnitude 2^-40 .. 2^31
     float a;
     switch ((h0 >> 3) & 7) {
       case 0: a = 0.0f; break;
-      case 1: a = __uint_as_float(h2 & 0x007fffffu); break;  // subnormal
+      case 1: a = __uint_as_float(h2 & 0x007fffffu); break;                    // subnormal
       case 2: a = __fmul_rn((float)((int)(h2 % 512) - 256) + 0.5f, s); break;  // near half-integer quotients
       case 3: a = __fmul_rn(__uint_as_float(0x3f800000u | (h2 & 0x7fffffu)), s); break;
       default: a = __fmul_rn(s, ldexpf(__uint_as_float(0x3f800000u | (h2 & 0x7fffffu)), e)); break;
@@ -183,13 +191,15 @@ __global__ void fastdiv_edges(uint64_t n, uint64_t seed, unsigned long long* bad
 
 // HMNMX2 on every pair of non-NaN halves, and FMNMX on signed zeros and random float pairs,
 // against hd.h's total-order f_min / f_max (bit patterns).
-__global__ void minmax_check(uint64_t n_random, uint64_t seed, unsigned long long* bad, unsigned long long* checked) {
+__global__ void minmax_check(uint64_t n_random, uint64_t seed, unsigned long long* bad,
+                             unsigned long long* checked) {
   unsigned long long nbad = 0, nchk = 0;
   const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
   const uint64_t tid = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
   for (uint64_t i = tid; i < (1ull << 32); i += stride) {
     const uint16_t ha = (uint16_t)(i >> 16), hb = (uint16_t)i;
-    if (((ha & 0x7c00u) == 0x7c00u && (ha & 0x3ffu)) || ((hb & 0x7c00u) == 0x7c00u && (hb & 0x3ffu))) continue;
+    if (((ha & 0x7c00u) == 0x7c00u && (ha & 0x3ffu)) || ((hb & 0x7c00u) == 0x7c00u && (hb & 0x3ffu)))
+      continue;
     const uint32_t pa = ha | ((uint32_t)hb << 16), pb = hb | ((uint32_t)ha << 16);
     const __half2 m = __hmin2(*reinterpret_cast<const __half2*>(&pa), *reinterpret_cast<const __half2*>(&pb));
     const __half2 M = __hmax2(*reinterpret_cast<const __half2*>(&pa), *reinterpret_cast<const __half2*>(&pb));
@@ -229,7 +239,8 @@ int64_t run_check(int64_t* checked, F&& launch, const char* what) {
   check_launch(what);
   const cudaError_t e = cudaMemcpy(h, d, sizeof(h), cudaMemcpyDeviceToHost);
   cudaFree(d);
-  if (e != cudaSuccess) throw std::runtime_error(std::string("kvlab-gpu: ") + what + ": " + cudaGetErrorString(e));
+  if (e != cudaSuccess)
+    throw std::runtime_error(std::string("kvlab-gpu: ") + what + ": " + cudaGetErrorString(e));
   *checked = (int64_t)h[1];
   return (int64_t)h[0];
 }
@@ -244,23 +255,32 @@ int64_t fastdiv_mismatches(uint32_t per_scale, uint32_t scale_step, int64_t* che
   const uint32_t slice = per_scale == 0 ? (1u << 13) : n_scales;
   for (uint32_t s0 = 0; s0 < n_scales; s0 += slice) {
     int64_t chk = 0;
-    total_bad += run_check(&chk, [&](unsigned long long* b, unsigned long long* c) {
-      fastdiv_sweep<<<132 * 16, 256>>>(s0 * step, std::min(slice, n_scales - s0), step, per_scale, b, c);
-    }, "fastdiv_sweep");
+    total_bad += run_check(
+        &chk,
+        [&](unsigned long long* b, unsigned long long* c) {
+          fastdiv_sweep<<<132 * 16, 256>>>(s0 * step, std::min(slice, n_scales - s0), step, per_scale, b, c);
+        },
+        "fastdiv_sweep");
     total_chk += chk;
   }
   int64_t chk = 0;
-  total_bad += run_check(&chk, [&](unsigned long long* b, unsigned long long* c) {
-    fastdiv_edges<<<132 * 8, 256>>>(per_scale == 0 ? (1ull << 30) : (uint64_t)per_scale << 10, 77, b, c);
-  }, "fastdiv_edges");
+  total_bad += run_check(
+      &chk,
+      [&](unsigned long long* b, unsigned long long* c) {
+        fastdiv_edges<<<132 * 8, 256>>>(per_scale == 0 ? (1ull << 30) : (uint64_t)per_scale << 10, 77, b, c);
+      },
+      "fastdiv_edges");
   *checked = total_chk + chk;
   return total_bad;
 }
 
 int64_t minmax_mismatches(int64_t* checked) {
-  return run_check(checked, [&](unsigned long long* b, unsigned long long* c) {
-    minmax_check<<<132 * 8, 256>>>(1ull << 28, 5, b, c);
-  }, "minmax_check");
+  return run_check(
+      checked,
+      [&](unsigned long long* b, unsigned long long* c) {
+        minmax_check<<<132 * 8, 256>>>(1ull << 28, 5, b, c);
+      },
+      "minmax_check");
 }
 
 }  // namespace kvlab::gpu

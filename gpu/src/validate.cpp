@@ -20,7 +20,9 @@ uint64_t mix(uint64_t x) {
   x ^= x >> 33;
   return x;
 }
-double uniform(uint64_t seed, int64_t i) { return (double)(mix(seed * 0x9e3779b97f4a7c15ull + (uint64_t)i) >> 11) * 0x1.0p-53; }
+double uniform(uint64_t seed, int64_t i) {
+  return (double)(mix(seed * 0x9e3779b97f4a7c15ull + (uint64_t)i) >> 11) * 0x1.0p-53;
+}
 double gauss(uint64_t seed, int64_t i) {
   const double u1 = std::max(uniform(seed, 2 * i), 1e-300), u2 = uniform(seed ^ 0x55, 2 * i + 1);
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
@@ -33,8 +35,8 @@ struct Data {
   std::vector<uint16_t> f16;  // fp16 input (bits)
 };
 
-Data make(std::string name, std::vector<int64_t> shape, const std::function<float(int64_t, int64_t, int64_t, int64_t)>& gen,
-          bool f32_exact_half) {
+Data make(std::string name, std::vector<int64_t> shape,
+          const std::function<float(int64_t, int64_t, int64_t, int64_t)>& gen, bool f32_exact_half) {
   Data d{std::move(name), shape, {}, {}};
   const int64_t T = shape[shape.size() - 2], D = shape.back(), n = numel(shape);
   d.f32.resize(n);
@@ -50,39 +52,53 @@ Data make(std::string name, std::vector<int64_t> shape, const std::function<floa
 // llama3-8b-shaped synthetic cache: keys with outlier channels and RoPE-like rotation; values
 // close to Gaussian per token. (Our own simple generator: GPU-only builds have no datasets/.)
 Data llama_keys(uint64_t seed) {
-  return make("llama3-k", {1, 8, 4096, 128}, [seed](int64_t n, int64_t t, int64_t c, int64_t i) {
-    const int64_t pair = c / 2;
-    const double freq = std::pow(500000.0, -2.0 * pair / 128.0);
-    const double mag = (c % 32 == 5 || c % 32 == 6) ? 8.0 + 2.0 * (double)n : 1.0;
-    const double ang = (double)t * freq + (double)n;
-    const double base = mag * (c % 2 ? std::sin(ang) : std::cos(ang)) * (0.75 + 0.25 * uniform(seed, pair + 64 * n));
-    return (float)(base + 0.3 * gauss(seed + 7, i));
-  }, false);
+  return make(
+      "llama3-k", {1, 8, 4096, 128},
+      [seed](int64_t n, int64_t t, int64_t c, int64_t i) {
+        const int64_t pair = c / 2;
+        const double freq = std::pow(500000.0, -2.0 * pair / 128.0);
+        const double mag = (c % 32 == 5 || c % 32 == 6) ? 8.0 + 2.0 * (double)n : 1.0;
+        const double ang = (double)t * freq + (double)n;
+        const double base =
+            mag * (c % 2 ? std::sin(ang) : std::cos(ang)) * (0.75 + 0.25 * uniform(seed, pair + 64 * n));
+        return (float)(base + 0.3 * gauss(seed + 7, i));
+      },
+      false);
 }
 Data llama_values(uint64_t seed) {
-  return make("llama3-v", {1, 8, 4096, 128}, [seed](int64_t, int64_t t, int64_t, int64_t i) {
-    return (float)((0.5 + 0.5 * uniform(seed + 3, t)) * gauss(seed + 11, i));
-  }, false);
+  return make(
+      "llama3-v", {1, 8, 4096, 128},
+      [seed](int64_t, int64_t t, int64_t, int64_t i) {
+        return (float)((0.5 + 0.5 * uniform(seed + 3, t)) * gauss(seed + 11, i));
+      },
+      false);
 }
 
 // Exact .5 ties, constant groups, fp16 subnormals, +-65504, mixed signs, signed zeros; every
 // value fp16-representable, so the fp16 and fp32 inputs hold the same numbers.
 Data adversarial(std::string name, std::vector<int64_t> shape, uint64_t seed) {
-  return make(std::move(name), std::move(shape), [seed](int64_t n, int64_t t, int64_t c, int64_t i) {
-    if (t % 13 == 5) return 2.0f;  // constant token rows (per-token groups)
-    const uint64_t h = mix(seed + (uint64_t)i * 0x9e37ull);
-    switch ((c + n) % 9) {
-      case 0: return (float)(uniform(seed, i) * 8.0 - 4.0);
-      case 1: return 0.5f * (float)(h % 7);                  // grid 0..3 in halves: exact .5 ties
-      case 2: return 1.25f;                                  // constant channel
-      case 3: return (float)((int)(h % 9) - 4) * 5.9604644775390625e-8f * (float)(1 + h % 3);  // subnormals
-      case 4: { const float e[4] = {65504.0f, -65504.0f, 0.0f, -0.0f}; return e[h % 4]; }
-      case 5: return (float)((int)(h % 21) - 10) * 0.25f;   // mixed signs, exact steps
-      case 6: return (h & 1) ? -0.0f : 0.0f;                 // signed zeros only
-      case 7: return (float)(uniform(seed, i) * 2000.0 - 1000.0);
-      default: return (float)((int)(h % 3) - 1) * 0.5f;      // ties with signed steps
-    }
-  }, true);
+  return make(
+      std::move(name), std::move(shape),
+      [seed](int64_t n, int64_t t, int64_t c, int64_t i) {
+        if (t % 13 == 5) return 2.0f;  // constant token rows (per-token groups)
+        const uint64_t h = mix(seed + (uint64_t)i * 0x9e37ull);
+        switch ((c + n) % 9) {
+          case 0: return (float)(uniform(seed, i) * 8.0 - 4.0);
+          case 1: return 0.5f * (float)(h % 7);  // grid 0..3 in halves: exact .5 ties
+          case 2: return 1.25f;                  // constant channel
+          case 3:
+            return (float)((int)(h % 9) - 4) * 5.9604644775390625e-8f * (float)(1 + h % 3);  // subnormals
+          case 4: {
+            const float e[4] = {65504.0f, -65504.0f, 0.0f, -0.0f};
+            return e[h % 4];
+          }
+          case 5: return (float)((int)(h % 21) - 10) * 0.25f;  // mixed signs, exact steps
+          case 6: return (h & 1) ? -0.0f : 0.0f;               // signed zeros only
+          case 7: return (float)(uniform(seed, i) * 2000.0 - 1000.0);
+          default: return (float)((int)(h % 3) - 1) * 0.5f;  // ties with signed steps
+        }
+      },
+      true);
 }
 
 template <class T>
@@ -117,23 +133,34 @@ const char* kFormats[] = {
 // One row per kernel preset: the CPU reference is computed once, the GPU side per preset.
 void check(const Data& d, const QuantizerSpec& spec, bool half_in, const std::vector<std::string>& presets,
            std::vector<ValidationRow>& rows) {
-  const TensorView x = half_in ? TensorView{d.f16.data(), DType::F16, d.shape} : TensorView{d.f32.data(), DType::F32, d.shape};
+  const TensorView x =
+      half_in ? TensorView{d.f16.data(), DType::F16, d.shape} : TensorView{d.f32.data(), DType::F32, d.shape};
   QuantizedTensor cpu;
   std::string cpu_err;
-  try { cpu = kvlab::quantize(x, spec); } catch (const std::invalid_argument& e) { cpu_err = e.what(); }
+  try {
+    cpu = kvlab::quantize(x, spec);
+  } catch (const std::invalid_argument& e) {
+    cpu_err = e.what();
+  }
   std::vector<float> r32;
   std::vector<uint16_t> r16;
   std::vector<uint8_t> rc;
-  if (cpu_err.empty()) r32 = kvlab::dequantize(cpu), r16 = kvlab::dequantize_half(cpu), rc = kvlab::unpack_codes(cpu);
+  if (cpu_err.empty())
+    r32 = kvlab::dequantize(cpu), r16 = kvlab::dequantize_half(cpu), rc = kvlab::unpack_codes(cpu);
   for (const std::string& preset : presets) {
     use_kernel_preset(preset);
     ValidationRow row{d.name, to_string(spec), half_in ? "f16" : "f32", "", numel(d.shape), 0, 0, 0.0, ""};
     QuantizedTensor gq;
     std::string gpu_err;
-    try { gq = gpu::quantize(x, spec, &row.variant); } catch (const std::invalid_argument& e) { gpu_err = e.what(); }
+    try {
+      gq = gpu::quantize(x, spec, &row.variant);
+    } catch (const std::invalid_argument& e) {
+      gpu_err = e.what();
+    }
     row.variant = preset + ":" + row.variant;
     if (!cpu_err.empty() || !gpu_err.empty()) {
-      if (!cpu_err.empty() && !gpu_err.empty()) row.note = "both reject";
+      if (!cpu_err.empty() && !gpu_err.empty())
+        row.note = "both reject";
       else {
         row.mismatches = 1;
         row.note = cpu_err.empty() ? "GPU rejects: " + gpu_err : "CPU rejects, GPU accepts: " + cpu_err;
@@ -141,7 +168,10 @@ void check(const Data& d, const QuantizerSpec& spec, bool half_in, const std::ve
       rows.push_back(row);
       continue;
     }
-    auto add = [&](int64_t bytes, int64_t mism) { row.bytes += bytes; row.mismatches += mism; };
+    auto add = [&](int64_t bytes, int64_t mism) {
+      row.bytes += bytes;
+      row.mismatches += mism;
+    };
     add((int64_t)cpu.codes.size(), diff_bytes(cpu.codes, gq.codes));
     add((int64_t)cpu.scale.size() * 4, diff_bytes(cpu.scale, gq.scale));
     add((int64_t)cpu.zero.size() * 4, diff_bytes(cpu.zero, gq.zero));
@@ -170,16 +200,18 @@ ValidationRow arith_row(const char* name, const char* what, ArithCheck c) {
 
 std::vector<ValidationRow> validate(const ValidateOptions& opt) {
   std::vector<Data> data;
-  data.push_back(make("random", {2, 3, 300, 128}, [&](int64_t, int64_t, int64_t, int64_t i) {
-    return (float)(uniform(opt.seed, i) * 8.0 - 4.0);
-  }, false));
+  data.push_back(make(
+      "random", {2, 3, 300, 128},
+      [&](int64_t, int64_t, int64_t, int64_t i) { return (float)(uniform(opt.seed, i) * 8.0 - 4.0); },
+      false));
   data.push_back(adversarial("adversarial", {2, 2, 77, 72}, opt.seed));
   data.push_back(adversarial("adversarial-odd", {1, 3, 45, 50}, opt.seed + 1));
   // T = 368 = 23 * 16: the v4 kernels' shapes with a short last group / page (112 of 128 tokens,
   // 16 of 32) and a v4-2pass whole-axis group whose token lanes are not a power of two.
-  data.push_back(make("random-368", {2, 2, 368, 128}, [&](int64_t, int64_t, int64_t, int64_t i) {
-    return (float)(uniform(opt.seed + 5, i) * 6.0 - 2.0);
-  }, false));
+  data.push_back(make(
+      "random-368", {2, 2, 368, 128},
+      [&](int64_t, int64_t, int64_t, int64_t i) { return (float)(uniform(opt.seed + 5, i) * 6.0 - 2.0); },
+      false));
   data.push_back(adversarial("adversarial-368", {1, 2, 368, 128}, opt.seed + 2));
   if (!opt.small) {
     data.push_back(llama_keys(opt.seed));
@@ -187,16 +219,23 @@ std::vector<ValidationRow> validate(const ValidateOptions& opt) {
   }
   for (const NamedData& e : opt.extra) {
     if (e.shape.size() < 2 || numel(e.shape) != (int64_t)e.values.size())
-      throw std::invalid_argument("validate: data '" + e.name + "' has shape " + shape_string(e.shape) + " but " +
-                                  std::to_string(e.values.size()) + " values");
+      throw std::invalid_argument("validate: data '" + e.name + "' has shape " + shape_string(e.shape) +
+                                  " but " + std::to_string(e.values.size()) + " values");
     Data d{e.name, e.shape, e.values, std::vector<uint16_t>(e.values.size())};
     for (size_t i = 0; i < e.values.size(); ++i) d.f16[i] = float_to_half(e.values[i]);
     data.push_back(std::move(d));
   }
   std::vector<ValidationRow> rows;
   if (!opt.small) {  // the device's fp16 conversions (hardware cvt) against half.h's integer reference
-    ValidationRow r{"exhaustive", "fp16-cvt:hw+F2FP-pack-vs-soft,all-65536-halves+all-2^32-floats(x3),no-NaN", "-", "cvt",
-                    0, 0, 0, 0.0, ""};
+    ValidationRow r{"exhaustive",
+                    "fp16-cvt:hw+F2FP-pack-vs-soft,all-65536-halves+all-2^32-floats(x3),no-NaN",
+                    "-",
+                    "cvt",
+                    0,
+                    0,
+                    0,
+                    0.0,
+                    ""};
     int64_t checked = 0;
     r.mismatches = half_conversion_mismatches(&checked);
     r.elements = checked;
@@ -209,7 +248,8 @@ std::vector<ValidationRow> validate(const ValidateOptions& opt) {
     else
       rows.push_back(arith_row("fastdiv", "fastdiv:all-2^23-scales-x-2^16-numerators+2^26-edge-codes",
                                check_fast_division(1u << 16)));
-    rows.push_back(arith_row("minmax", "HMNMX2:all-half-pairs,FMNMX:signed-zeros+2^28-random-pairs", check_hw_minmax()));
+    rows.push_back(
+        arith_row("minmax", "HMNMX2:all-half-pairs,FMNMX:signed-zeros+2^28-random-pairs", check_hw_minmax()));
   }
   if (opt.arith_only) return rows;
   const std::vector<std::string> presets = opt.presets.empty() ? kernel_presets() : opt.presets;
@@ -237,13 +277,13 @@ ArithCheck check_hw_minmax() {
 }
 
 void print_validation(const std::vector<ValidationRow>& rows, std::FILE* out) {
-  std::fprintf(out, "%-16s %-70s %-3s %-16s %10s %12s %10s %10s  %s\n", "data", "format", "in", "kernel", "elements",
-               "bytes", "mismatch", "max|diff|", "note");
+  std::fprintf(out, "%-16s %-70s %-3s %-16s %10s %12s %10s %10s  %s\n", "data", "format", "in", "kernel",
+               "elements", "bytes", "mismatch", "max|diff|", "note");
   int64_t bad = 0;
   for (const auto& r : rows) {
-    std::fprintf(out, "%-16s %-70s %-3s %-16s %10lld %12lld %10lld %10.3g  %s\n", r.data.c_str(), r.format.c_str(),
-                 r.input.c_str(), r.variant.c_str(), (long long)r.elements, (long long)r.bytes, (long long)r.mismatches,
-                 r.max_abs_diff, r.note.c_str());
+    std::fprintf(out, "%-16s %-70s %-3s %-16s %10lld %12lld %10lld %10.3g  %s\n", r.data.c_str(),
+                 r.format.c_str(), r.input.c_str(), r.variant.c_str(), (long long)r.elements,
+                 (long long)r.bytes, (long long)r.mismatches, r.max_abs_diff, r.note.c_str());
     bad += r.mismatches;
   }
   std::fprintf(out, "validate: %zu cases, %lld mismatching bytes\n", rows.size(), (long long)bad);

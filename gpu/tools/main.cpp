@@ -14,7 +14,8 @@
 namespace {
 int usage() {
   std::fprintf(stderr,
-               "usage: kvlab-gpu validate [--small] [--seed N] [--exhaustive-div] [--arith-only] [--preset P]... [--raw NAME:D0,D1,...:FILE.f32]...\n"
+               "usage: kvlab-gpu validate [--small] [--seed N] [--exhaustive-div] [--arith-only] [--preset "
+               "P]... [--raw NAME:D0,D1,...:FILE.f32]...\n"
                "       kvlab-gpu bench [--reps N] [--warmup N] [--elements N] [--only TEXT] [--preset P]...\n"
                "presets: v4 (default kernels), v4-ieee, v4-keys, v4-alt, v3; none given: all\n");
   return 3;
@@ -23,7 +24,8 @@ int usage() {
 // hands a dump's keys and values to this tool: the GPU machine's build has no HDF5).
 kvlab::gpu::NamedData read_raw(const std::string& arg) {
   const size_t a = arg.find(':'), b = arg.find(':', a + 1);
-  if (a == std::string::npos || b == std::string::npos) throw std::invalid_argument("--raw wants NAME:D0,D1,...:FILE, got " + arg);
+  if (a == std::string::npos || b == std::string::npos)
+    throw std::invalid_argument("--raw wants NAME:D0,D1,...:FILE, got " + arg);
   kvlab::gpu::NamedData d;
   d.name = arg.substr(0, a);
   const std::string dims = arg.substr(a + 1, b - a - 1), path = arg.substr(b + 1);
@@ -59,13 +61,20 @@ int main(int argc, char** argv) {
     if (cmd == "validate") {
       kvlab::gpu::ValidateOptions o;
       for (int i = 2; i < argc; ++i) {
-        if (!std::strcmp(argv[i], "--small")) o.small = true;
-        else if (!std::strcmp(argv[i], "--seed") && i + 1 < argc) o.seed = std::strtoull(argv[++i], nullptr, 10);
-        else if (!std::strcmp(argv[i], "--raw") && i + 1 < argc) o.extra.push_back(read_raw(argv[++i]));
-        else if (!std::strcmp(argv[i], "--exhaustive-div")) o.exhaustive_div = true;
-        else if (!std::strcmp(argv[i], "--arith-only")) o.arith_only = true;
-        else if (!std::strcmp(argv[i], "--preset") && i + 1 < argc) o.presets.push_back(argv[++i]);
-        else return usage();
+        if (!std::strcmp(argv[i], "--small"))
+          o.small = true;
+        else if (!std::strcmp(argv[i], "--seed") && i + 1 < argc)
+          o.seed = std::strtoull(argv[++i], nullptr, 10);
+        else if (!std::strcmp(argv[i], "--raw") && i + 1 < argc)
+          o.extra.push_back(read_raw(argv[++i]));
+        else if (!std::strcmp(argv[i], "--exhaustive-div"))
+          o.exhaustive_div = true;
+        else if (!std::strcmp(argv[i], "--arith-only"))
+          o.arith_only = true;
+        else if (!std::strcmp(argv[i], "--preset") && i + 1 < argc)
+          o.presets.push_back(argv[++i]);
+        else
+          return usage();
       }
       std::printf("device: %s\n", kvlab::gpu::device_name().c_str());
       const auto rows = kvlab::gpu::validate(o);
@@ -76,12 +85,18 @@ int main(int argc, char** argv) {
     }
     kvlab::gpu::BenchOptions o;
     for (int i = 2; i < argc; ++i) {
-      if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) o.reps = std::atoi(argv[++i]);
-      else if (!std::strcmp(argv[i], "--elements") && i + 1 < argc) o.elements = std::atoll(argv[++i]);
-      else if (!std::strcmp(argv[i], "--only") && i + 1 < argc) o.only = argv[++i];
-      else if (!std::strcmp(argv[i], "--warmup") && i + 1 < argc) o.warmup = std::atoi(argv[++i]);
-      else if (!std::strcmp(argv[i], "--preset") && i + 1 < argc) o.presets.push_back(argv[++i]);
-      else return usage();
+      if (!std::strcmp(argv[i], "--reps") && i + 1 < argc)
+        o.reps = std::atoi(argv[++i]);
+      else if (!std::strcmp(argv[i], "--elements") && i + 1 < argc)
+        o.elements = std::atoll(argv[++i]);
+      else if (!std::strcmp(argv[i], "--only") && i + 1 < argc)
+        o.only = argv[++i];
+      else if (!std::strcmp(argv[i], "--warmup") && i + 1 < argc)
+        o.warmup = std::atoi(argv[++i]);
+      else if (!std::strcmp(argv[i], "--preset") && i + 1 < argc)
+        o.presets.push_back(argv[++i]);
+      else
+        return usage();
     }
     if (o.reps < 1 || o.warmup < 0) return usage();
     kvlab::gpu::print_bench(kvlab::gpu::bench(o), stdout);

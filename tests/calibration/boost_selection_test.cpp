@@ -25,7 +25,8 @@ Tensor random_keys(int64_t H, int64_t n, int64_t D, uint32_t seed) {
 TEST(BoostSelection, NamesParseAndUnknownOnesAreRefused) {
   EXPECT_EQ(parse_selector("oracle"), Selector::Oracle);
   EXPECT_STREQ(to_string(Selector::Variance), "variance");
-  EXPECT_EQ(parse_selectors("magnitude,random"), (std::vector<Selector>{Selector::Magnitude, Selector::Random}));
+  EXPECT_EQ(parse_selectors("magnitude,random"),
+            (std::vector<Selector>{Selector::Magnitude, Selector::Random}));
   try {
     parse_selector("entropy");
     FAIL();
@@ -94,7 +95,8 @@ TEST(BoostSelection, ZeroAndAllChannels) {
   const Tensor k = random_keys(1, 32, 8, 3);
   for (Selector s : {Selector::Magnitude, Selector::Random, Selector::Variance}) {
     EXPECT_TRUE(select_boost_channels(s, k, 16, 0, 1).empty());
-    EXPECT_EQ(select_boost_channels(s, k, 16, 8, 1), (std::vector<int32_t>{0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7}));
+    EXPECT_EQ(select_boost_channels(s, k, 16, 8, 1),
+              (std::vector<int32_t>{0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7}));
   }
   EXPECT_THROW(select_boost_channels(Selector::Random, k, 16, 9, 1), std::invalid_argument);
   EXPECT_THROW(select_boost_channels(Selector::Random, k, 16, -1, 1), std::invalid_argument);

@@ -72,7 +72,8 @@ TEST(BoostSweep, BitsGrowWithTheRateAndNotWithTheSelector) {
   EXPECT_LT(find(r, Selector::Oracle, 0.25).bits, find(r, Selector::Oracle, 1.0).bits);
   EXPECT_EQ(find(r, Selector::Random, 0.25).bits, find(r, Selector::Magnitude, 0.25).bits);
   // more boosted channels, less error, for the paper's selector
-  EXPECT_GT(find(r, Selector::Magnitude, 0.0).score_mse_mean, find(r, Selector::Magnitude, 1.0).score_mse_mean);
+  EXPECT_GT(find(r, Selector::Magnitude, 0.0).score_mse_mean,
+            find(r, Selector::Magnitude, 1.0).score_mse_mean);
   // random seeds differ where there is a choice
   EXPECT_GT(find(r, Selector::Random, 0.125).score_mse_std, 0.0);
   EXPECT_EQ(find(r, Selector::Random, 0.125).runs, 3);
@@ -101,12 +102,14 @@ TEST(BoostSweep, PrefixMagnitudeUsesThePrefixMeanAbs) {
     Tensor range;
     range.shape = {2, s.key_end - s.key_begin, 16};
     for (int64_t g = 0; g < 2; ++g) {
-      for (const ChannelStats& c : channel_stats(&x.k.data[g * 512 * 16], 16, 8, 40)) score.push_back(c.mean_abs);
+      for (const ChannelStats& c : channel_stats(&x.k.data[g * 512 * 16], 16, 8, 40))
+        score.push_back(c.mean_abs);
       range.data.insert(range.data.end(), x.k.data.begin() + (g * 512 + s.key_begin) * 16,
                         x.k.data.begin() + (g * 512 + s.key_end) * 16);
     }
     const auto ch = select_boost_channels(Selector::PrefixMagnitude, range, 32, 2, 0, score);
-    const auto err = attention_errors(x.q.view(), x.k.view(), x.v.view(), {apply_method(m, x.k.view(), x.v.view(), ch)}, pos);
+    const auto err = attention_errors(x.q.view(), x.k.view(), x.v.view(),
+                                      {apply_method(m, x.k.view(), x.v.view(), ch)}, pos);
     for (const AttnStats& a : err[0]) want.merge(a);
   }
   EXPECT_EQ(r.rows[0].attn.score_sq_err, want.score_sq_err);

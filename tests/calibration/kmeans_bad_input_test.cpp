@@ -76,7 +76,8 @@ TEST(KMeansBadInput, UnknownInitAndBatchNamesTheProblem) {
   expect_error([] { kvlab::parse_kmeans_init("kmeans+"); }, "random, kmeans++, farthest");
   kvlab::KMeansParams p;
   p.k = 3;
-  std::vector<kvlab::KMeansProblem> probs = {{x.data(), 4, 2, nullptr, nullptr}, {x.data(), 2, 2, nullptr, nullptr}};
+  std::vector<kvlab::KMeansProblem> probs = {{x.data(), 4, 2, nullptr, nullptr},
+                                             {x.data(), 2, 2, nullptr, nullptr}};
   expect_error([&] { kvlab::kmeans_batch(probs, p); }, "problem 1");
 }
 

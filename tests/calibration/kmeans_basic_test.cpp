@@ -176,7 +176,8 @@ TEST(KMeans, AssignmentIsTheTrueNearestCentroid) {
       best = std::min(best, s);
     }
     double mine = 0;
-    for (int64_t j = 0; j < d; ++j) mine += std::pow((double)x[i * d + j] - r.centroids[r.assign[i] * d + j], 2);
+    for (int64_t j = 0; j < d; ++j)
+      mine += std::pow((double)x[i * d + j] - r.centroids[r.assign[i] * d + j], 2);
     EXPECT_NEAR(mine, best, 1e-4 * (1 + best)) << "point " << i;
   }
 }

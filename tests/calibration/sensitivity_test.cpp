@@ -91,7 +91,8 @@ TEST(Sensitivity, HugeLogitShiftsStayFinite) {
   o.group = 32, o.sink = 4;
   o.queries = parse_queries("stride:9");
   const std::vector<SensitivityRow> rows = run(x, o);
-  for (const SensitivityRow& r : rows) EXPECT_TRUE(std::isfinite(r.attn_score_mse)) << r.q_head << " " << r.channel;
+  for (const SensitivityRow& r : rows)
+    EXPECT_TRUE(std::isfinite(r.attn_score_mse)) << r.q_head << " " << r.channel;
   // Only channel 5 is compared: in the other channels the naive dot products absorb the small
   // perturbations into channel 5's huge term (their naive MSE rounds to 0), the rank-1 update
   // does not.
@@ -167,7 +168,8 @@ TEST(Sensitivity, HeadDimEightHasNoDOver16Recall) {
   o.group = 32, o.sink = 4;
   o.layers = parse_layers("1");
   o.queries = parse_queries("last:16");
-  const SensitivityResult r = channel_sensitivity(shape, [&](int64_t l) { return layer_of(*dump, l); }, o);
+  const SensitivityResult r = channel_sensitivity(
+      shape, [&](int64_t l) { return layer_of(*dump, l); }, o);
   ASSERT_EQ(r.rankings.size(), (size_t)in.num_kv_heads);
   EXPECT_EQ(r.rows.size(), (size_t)(in.num_q_heads * 8));
   for (const RankingRow& rr : r.rankings) {

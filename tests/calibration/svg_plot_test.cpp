@@ -25,7 +25,7 @@ TEST(SvgPlot, HeatmapHasACellPerValueAndItsLabels) {
   const std::string s = heatmap_svg(h);
   EXPECT_EQ(s.rfind("<svg", 0), 0u);
   EXPECT_NE(s.find("</svg>"), std::string::npos);
-  EXPECT_EQ(count(s, "<rect x="), 6 + 50);  // cells + colour bar steps
+  EXPECT_EQ(count(s, "<rect x="), 6 + 50);                    // cells + colour bar steps
   EXPECT_NE(s.find("T &amp; &lt;x&gt;"), std::string::npos);  // escaped title
   EXPECT_NE(s.find("L0 H1"), std::string::npos);
   EXPECT_NE(s.find("1.0e-03"), std::string::npos);  // colour bar top = the largest value
@@ -38,7 +38,8 @@ TEST(SvgPlot, LineChartDrawsSeriesBarsAndDecadeTicks) {
   LineChart c;
   c.title = "sweep", c.x_label = "rate", c.y_label = "MSE";
   c.x_ticks = {"0", "0.5", "1"};
-  c.series = {{"magnitude", {1e-3, 1e-4, 1e-5}, {}, {}}, {"random", {1e-3, 5e-4, 1e-5}, {1e-3, 4e-4, 1e-5}, {1e-3, 6e-4, 1e-5}}};
+  c.series = {{"magnitude", {1e-3, 1e-4, 1e-5}, {}, {}},
+              {"random", {1e-3, 5e-4, 1e-5}, {1e-3, 4e-4, 1e-5}, {1e-3, 6e-4, 1e-5}}};
   const std::string s = line_chart_svg(c);
   EXPECT_EQ(count(s, "<path d=\"M"), 2);
   EXPECT_EQ(count(s, "<circle"), 6);

@@ -16,7 +16,8 @@ CodebookFile small() {
   CodebookFile f;
   f.spec = "CQ-2c2b", f.vec = 2, f.bits = 2, f.stages = 1;
   f.first_layer = 1, f.num_layers = 2, f.num_kv_heads = 3, f.head_dim = 4, f.tokens = 99;
-  f.model = std::string("model"), f.source = std::string("test");  // std::string: GCC 12 -Wrestrict false positive on short literals
+  f.model = std::string("model"),
+  f.source = std::string("test");  // std::string: GCC 12 -Wrestrict false positive on short literals
   f.roles = {"k", "v"};
   for (int r = 0; r < 2; ++r) {
     std::vector<float> b(2 * 3 * f.book_floats());
@@ -87,8 +88,10 @@ TEST(CodebookFile, MismatchWithTheDumpIsNamed) {
       kvlab::check_codebooks_match(f, "cb.h5", layers, heads, dim, "d.h5");
       FAIL() << layers << " " << heads << " " << dim;
     } catch (const std::invalid_argument& e) {
-      EXPECT_NE(std::string(e.what()).find("codebook file 'cb.h5' (head_dim 4, 3 kv heads, layers 1-2) does not match dump 'd.h5'"),
-                std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(
+                    "codebook file 'cb.h5' (head_dim 4, 3 kv heads, layers 1-2) does not match dump 'd.h5'"),
+                std::string::npos)
+          << e.what();
     }
   }
 }

@@ -27,14 +27,16 @@ QuantizerSpec asym(int bits, Axis axis, int group) {
 const Tensor kX = kvtest::random_kv({16, 4}, 1);
 
 TEST(BadInput, GroupZero) {
-  const std::string msg = message_of<std::invalid_argument>([] { quantize(kX.view(), asym(2, Axis::Channel, 0)); });
+  const std::string msg =
+      message_of<std::invalid_argument>([] { quantize(kX.view(), asym(2, Axis::Channel, 0)); });
   EXPECT_THAT(msg, HasSubstr("group=0"));
   EXPECT_THAT(msg, HasSubstr(">= 1"));
 }
 
 TEST(BadInput, GroupLargerThanItsAxis) {
   // (16, 4): axis=channel groups along the 16 tokens, axis=token along the 4 channels
-  std::string msg = message_of<std::invalid_argument>([] { quantize(kX.view(), asym(2, Axis::Channel, 17)); });
+  std::string msg =
+      message_of<std::invalid_argument>([] { quantize(kX.view(), asym(2, Axis::Channel, 17)); });
   EXPECT_THAT(msg, HasSubstr("group=17"));
   EXPECT_THAT(msg, HasSubstr("larger than"));
   EXPECT_THAT(msg, HasSubstr("(16)"));
@@ -46,13 +48,15 @@ TEST(BadInput, GroupLargerThanItsAxis) {
 }
 
 TEST(BadInput, BitsZero) {
-  const std::string msg = message_of<std::invalid_argument>([] { quantize(kX.view(), asym(0, Axis::Channel, 8)); });
+  const std::string msg =
+      message_of<std::invalid_argument>([] { quantize(kX.view(), asym(0, Axis::Channel, 8)); });
   EXPECT_THAT(msg, HasSubstr("bits=0"));
   EXPECT_THAT(msg, HasSubstr("1..8"));
 }
 
 TEST(BadInput, BitsNine) {
-  const std::string msg = message_of<std::invalid_argument>([] { quantize(kX.view(), asym(9, Axis::Channel, 8)); });
+  const std::string msg =
+      message_of<std::invalid_argument>([] { quantize(kX.view(), asym(9, Axis::Channel, 8)); });
   EXPECT_THAT(msg, HasSubstr("bits=9"));
   EXPECT_THAT(msg, HasSubstr("1..8"));
 }
@@ -68,7 +72,8 @@ TEST(BadInput, SymOneBit) {
 TEST(BadInput, NaNInInput) {
   Tensor x = kX;
   x.data[37] = NAN;
-  const std::string msg = message_of<std::invalid_argument>([&] { quantize(x.view(), asym(2, Axis::Channel, 8)); });
+  const std::string msg =
+      message_of<std::invalid_argument>([&] { quantize(x.view(), asym(2, Axis::Channel, 8)); });
   EXPECT_THAT(msg, HasSubstr("non-finite"));
   EXPECT_THAT(msg, HasSubstr("nan"));
   EXPECT_THAT(msg, HasSubstr("flat index 37"));
@@ -77,7 +82,8 @@ TEST(BadInput, NaNInInput) {
 TEST(BadInput, InfInInput) {
   Tensor x = kX;
   x.data[5] = -INFINITY;
-  const std::string msg = message_of<std::invalid_argument>([&] { quantize(x.view(), asym(2, Axis::Token, 4)); });
+  const std::string msg =
+      message_of<std::invalid_argument>([&] { quantize(x.view(), asym(2, Axis::Token, 4)); });
   EXPECT_THAT(msg, HasSubstr("non-finite"));
   EXPECT_THAT(msg, HasSubstr("inf"));
   EXPECT_THAT(msg, HasSubstr("flat index 5"));
@@ -86,8 +92,9 @@ TEST(BadInput, InfInInput) {
 TEST(BadInput, InfInFp16Input) {
   std::vector<uint16_t> b(16 * 4, 0x3c00);
   b[9] = 0x7c00;  // +inf
-  const std::string msg =
-      message_of<std::invalid_argument>([&] { quantize(kvtest::half_view(b, {16, 4}), asym(2, Axis::Channel, 8)); });
+  const std::string msg = message_of<std::invalid_argument>([&] {
+    quantize(kvtest::half_view(b, {16, 4}), asym(2, Axis::Channel, 8));
+  });
   EXPECT_THAT(msg, HasSubstr("inf"));
   EXPECT_THAT(msg, HasSubstr("flat index 9"));
 }
@@ -118,7 +125,8 @@ TEST(BadInput, NpyOfUnsupportedDtype) {
   write_npy(path, a);
   const NpyArray back = read_npy(path);  // reading any fixed-size dtype is fine ...
   EXPECT_EQ(back.descr, "<f8");
-  const std::string msg = message_of<std::runtime_error>([&] { as_tensor(back, path); });  // ... viewing it is not
+  const std::string msg =
+      message_of<std::runtime_error>([&] { as_tensor(back, path); });  // ... viewing it is not
   EXPECT_THAT(msg, HasSubstr("<f8"));
   EXPECT_THAT(msg, HasSubstr(path));
 }
@@ -167,7 +175,8 @@ TEST(BadInput, UnknownQuantizerValue) {
 
 TEST(BadInput, MalformedQuantizerSpec) {
   EXPECT_THAT(message_of<std::invalid_argument>([] { parse_quantizer("bits"); }), HasSubstr("key=value"));
-  EXPECT_THAT(message_of<std::invalid_argument>([] { parse_quantizer("bits=two"); }), HasSubstr("not an integer"));
+  EXPECT_THAT(message_of<std::invalid_argument>([] { parse_quantizer("bits=two"); }),
+              HasSubstr("not an integer"));
 }
 
 TEST(BadInput, UnknownMethodName) {
@@ -205,25 +214,30 @@ TEST(BadInput, BoostAboveSixBits) {
 }
 
 TEST(BadInput, BoostOutsideZeroOne) {
-  EXPECT_THAT(message_of<std::invalid_argument>([] { parse_quantizer("group=8,boost=1.5"); }), HasSubstr("boost=1.5"));
-  EXPECT_THAT(message_of<std::invalid_argument>([] { parse_quantizer("group=8,boost=-0.5"); }), HasSubstr("boost=-0.5"));
+  EXPECT_THAT(message_of<std::invalid_argument>([] { parse_quantizer("group=8,boost=1.5"); }),
+              HasSubstr("boost=1.5"));
+  EXPECT_THAT(message_of<std::invalid_argument>([] { parse_quantizer("group=8,boost=-0.5"); }),
+              HasSubstr("boost=-0.5"));
 }
 
 TEST(BadInput, KiviProfileWithSymScheme) {
-  const std::string msg = message_of<std::invalid_argument>([] { parse_quantizer("profile=kivi,scheme=sym"); });
+  const std::string msg =
+      message_of<std::invalid_argument>([] { parse_quantizer("profile=kivi,scheme=sym"); });
   EXPECT_THAT(msg, HasSubstr("profile=kivi"));
   EXPECT_THAT(msg, HasSubstr("asymmetric only"));
 }
 
 TEST(BadInput, UpstreamProfileWithFp32Params) {
-  const std::string msg = message_of<std::invalid_argument>([] { parse_quantizer("profile=kitty-sim,params=fp32"); });
+  const std::string msg =
+      message_of<std::invalid_argument>([] { parse_quantizer("profile=kitty-sim,params=fp32"); });
   EXPECT_THAT(msg, HasSubstr("params=fp32"));
 }
 
 TEST(BadInput, ScaleOverflowsFp32) {
   // max - min = 6e38 is beyond FLT_MAX: the fp32 scale would be inf
   const Tensor x = kvtest::make_tensor({2, 1}, {-3e38f, 3e38f});
-  const std::string msg = message_of<std::invalid_argument>([&] { quantize(x.view(), asym(8, Axis::Channel, 2)); });
+  const std::string msg =
+      message_of<std::invalid_argument>([&] { quantize(x.view(), asym(8, Axis::Channel, 2)); });
   EXPECT_THAT(msg, HasSubstr("overflows fp32"));
   EXPECT_THAT(msg, HasSubstr("group 0 of row 0"));
 }
@@ -262,7 +276,8 @@ TEST(BadInput, BoostMoreThan254Channels) {
 
 TEST(BadInput, ApplyMethodShapesDiffer) {
   const Tensor k = kvtest::random_kv({8, 4}, 1), v = kvtest::random_kv({8, 5}, 2);
-  const std::string msg = message_of<std::invalid_argument>([&] { apply_method(parse_method("kivi-2"), k.view(), v.view()); });
+  const std::string msg =
+      message_of<std::invalid_argument>([&] { apply_method(parse_method("kivi-2"), k.view(), v.view()); });
   EXPECT_THAT(msg, HasSubstr("(8, 4)"));
   EXPECT_THAT(msg, HasSubstr("(8, 5)"));
 }

@@ -37,7 +37,8 @@ TEST(BoostChannels, SameChannelsGiveTheSameBytes) {
   std::vector<int32_t> chosen = chosen_of(own);
   ASSERT_EQ(chosen.size(), 3u * 5u * 4u);
   // any order within a row is allowed: reverse each row
-  for (size_t w = 0; w < chosen.size() / 4; ++w) std::reverse(chosen.begin() + w * 4, chosen.begin() + w * 4 + 4);
+  for (size_t w = 0; w < chosen.size() / 4; ++w)
+    std::reverse(chosen.begin() + w * 4, chosen.begin() + w * 4 + 4);
   const QuantizedTensor given = quantize(x.view(), s, chosen);
   EXPECT_EQ(given.codes, own.codes);
   EXPECT_EQ(given.high, own.high);
@@ -64,10 +65,10 @@ TEST(BoostChannels, OtherChannelsAreBoosted) {
 TEST(BoostChannels, BadListsAreRefused) {
   const Tensor x = kvtest::random_kv({1, 16, 8}, 3);
   const QuantizerSpec s = boost_spec(8, 0.25);
-  EXPECT_THROW(quantize(x.view(), s, {0, 1, 2}), std::invalid_argument);         // wrong count
-  EXPECT_THROW(quantize(x.view(), s, {0, 1, 2, 8}), std::invalid_argument);      // out of range
-  EXPECT_THROW(quantize(x.view(), s, {0, 1, 3, 3}), std::invalid_argument);      // repeated
-  EXPECT_THROW(quantize(x.view(), s, {0, -1, 2, 3}), std::invalid_argument);     // negative
+  EXPECT_THROW(quantize(x.view(), s, {0, 1, 2}), std::invalid_argument);      // wrong count
+  EXPECT_THROW(quantize(x.view(), s, {0, 1, 2, 8}), std::invalid_argument);   // out of range
+  EXPECT_THROW(quantize(x.view(), s, {0, 1, 3, 3}), std::invalid_argument);   // repeated
+  EXPECT_THROW(quantize(x.view(), s, {0, -1, 2, 3}), std::invalid_argument);  // negative
   QuantizerSpec plain = s;
   plain.boost = -1;
   EXPECT_THROW(quantize(x.view(), plain, {0, 1, 2, 3}), std::invalid_argument);  // no boost
@@ -84,19 +85,22 @@ TEST(BoostChannels, ApplyMethodTakesPerPageChannels) {
   part.shape = {2, s.key_end - s.key_begin, 16};
   part.data.resize(2 * part.shape[1] * 16);
   for (int64_t n = 0; n < 2; ++n)
-    std::copy_n(&k.data[(n * 300 + s.key_begin) * 16], part.shape[1] * 16, &part.data[n * part.shape[1] * 16]);
+    std::copy_n(&k.data[(n * 300 + s.key_begin) * 16], part.shape[1] * 16,
+                &part.data[n * part.shape[1] * 16]);
   const std::vector<int32_t> own = chosen_of(quantize(part.view(), key_quantizer(m)));
   EXPECT_EQ(apply_method(m, k.view(), v.view(), own).k.data, apply_method(m, k.view(), v.view()).k.data);
   // a different choice changes keys inside the range only
   std::vector<int32_t> first(2 * P * 4);
   for (size_t i = 0; i < first.size(); ++i) first[i] = (int32_t)(i % 4);
-  const Reconstruction a = apply_method(m, k.view(), v.view(), first), b = apply_method(m, k.view(), v.view());
+  const Reconstruction a = apply_method(m, k.view(), v.view(), first),
+                       b = apply_method(m, k.view(), v.view());
   EXPECT_NE(a.k.data, b.k.data);
   EXPECT_EQ(a.v.data, b.v.data);
   for (int64_t n = 0; n < 2; ++n)
     for (int64_t t = 0; t < 300; ++t)
       if (t < s.key_begin || t >= s.key_end) {
-        for (int64_t c = 0; c < 16; ++c) EXPECT_EQ(a.k.data[(n * 300 + t) * 16 + c], b.k.data[(n * 300 + t) * 16 + c]);
+        for (int64_t c = 0; c < 16; ++c)
+          EXPECT_EQ(a.k.data[(n * 300 + t) * 16 + c], b.k.data[(n * 300 + t) * 16 + c]);
       }
   EXPECT_THROW(apply_method(parse_method("kivi-2"), k.view(), v.view(), first), std::invalid_argument);
   EXPECT_THROW(apply_method(m, k.view(), v.view(), std::vector<int32_t>(5)), std::invalid_argument);

@@ -62,8 +62,14 @@ TEST(Boost, TopKBySumOfAbsoluteValues) {
   // Top 4: c1 24, c4 20, c3 16, c6 12 -> slots in channel order: c1 0, c3 1, c4 2, c6 3.
   std::vector<float> ramp;
   for (int i = 0; i < 8; ++i) ramp.push_back(0.25f * i);
-  const Tensor x = from_columns({repeat({0.5f}, 8), repeat({3, -3}, 8), {0, 0, 0, 10, 0, 0, 0, 0}, repeat({2}, 8),
-                                 repeat({-2.5f}, 8), ramp, repeat({1.5f, -1.5f}, 8), repeat({0.1f}, 8)});
+  const Tensor x = from_columns({repeat({0.5f}, 8),
+                                 repeat({3, -3}, 8),
+                                 {0, 0, 0, 10, 0, 0, 0, 0},
+                                 repeat({2}, 8),
+                                 repeat({-2.5f}, 8),
+                                 ramp,
+                                 repeat({1.5f, -1.5f}, 8),
+                                 repeat({0.1f}, 8)});
   const QuantizedTensor q = quantize(x.view(), boost(2, 8, 0.5));
   EXPECT_EQ(q.boost_k, 4);
   EXPECT_EQ(q.boost_index, (std::vector<uint8_t>{F, 0, F, 1, 2, F, 3, F}));
@@ -148,7 +154,8 @@ TEST(Boost, PlanesAndLastPartialPageLayout) {
         }
       }
       pack_row(lo.data(), len, 3, lbytes.data());
-      EXPECT_TRUE(std::equal(lbytes.begin(), lbytes.end(), q.codes.begin() + low_at[p] + c * lrow)) << "page " << p << " c " << c;
+      EXPECT_TRUE(std::equal(lbytes.begin(), lbytes.end(), q.codes.begin() + low_at[p] + c * lrow))
+          << "page " << p << " c " << c;
       if (index[c] != F) {
         pack_row(hi.data(), len, 2, hbytes.data());
         EXPECT_TRUE(std::equal(hbytes.begin(), hbytes.end(), q.high.begin() + high_at[p] + index[c] * hrow))
@@ -222,7 +229,8 @@ TEST(Boost, BoostedChannelsWithinTheirFinerHalfStep) {
     int64_t over = 0, boosted = 0, bad_scale = 0;
     for (size_t s = 0; s < q.scale.size(); ++s) {
       float mn = INFINITY, mx = -INFINITY;
-      for (int64_t i : g.members((int64_t)s, true)) mn = std::min(mn, x.data[i]), mx = std::max(mx, x.data[i]);
+      for (int64_t i : g.members((int64_t)s, true))
+        mn = std::min(mn, x.data[i]), mx = std::max(mx, x.data[i]);
       const int levels = (1 << (q.boost_index[s] != F ? bits + 2 : bits)) - 1;
       bad_scale += q.scale[s] != (mx - mn) / (float)levels;
     }

@@ -38,8 +38,9 @@ Tensor constant_groups(const std::vector<float>& consts, Axis axis) {
 }
 int group_size(Axis axis) { return axis == Axis::Channel ? 8 : 3; }
 
-const std::vector<float> kConstants = {0.0f,   1.0f,    -3.25f,       1e-30f,   1e30f,   65504.0f, 3.14159274f,
-                                       -7e-45f /* fp32 subnormal */, FLT_MAX, -FLT_MAX, 0.1f};
+const std::vector<float> kConstants = {0.0f,    1.0f,     -3.25f,      1e-30f,
+                                       1e30f,   65504.0f, 3.14159274f, -7e-45f /* fp32 subnormal */,
+                                       FLT_MAX, -FLT_MAX, 0.1f};
 
 TEST(ConstantGroups, Fp32ParamsScaleZeroCodesZeroDequantExact) {
   for (int bits = 1; bits <= 8; ++bits)
@@ -139,8 +140,8 @@ TEST(Fp16Extremes, Fp32ParamsQuantizeAndStayWithinBound) {
       for (size_t i = 0; i < d.size(); ++i) {
         const double x = half_to_float(b[i]), scale = q.scale[0], err = std::fabs(x - d[i]);
         if (err > kvtest::fp32_bound(x, q.scale[0], q.zero[0], d[i]) && over++ < 2)
-          ADD_FAILURE() << std::setprecision(17) << "x=" << x << " dequantized to " << d[i] << ": error " << err
-                        << " > scale/2 + 2 ulp, scale/2 = " << scale / 2;
+          ADD_FAILURE() << std::setprecision(17) << "x=" << x << " dequantized to " << d[i] << ": error "
+                        << err << " > scale/2 + 2 ulp, scale/2 = " << scale / 2;
       }
       EXPECT_EQ(over, 0);
     }
@@ -155,7 +156,8 @@ TEST(Fp16Extremes, Fp16ParamsQuantizeFromTwoBits) {
     SCOPED_TRACE(bits);
     const int levels = (1 << bits) - 1;
     QuantizedTensor q;
-    ASSERT_NO_THROW(q = quantize(kvtest::half_view(b, shape), asym(bits, Axis::Channel, kWholeAxis, ParamType::F16)));
+    ASSERT_NO_THROW(
+        q = quantize(kvtest::half_view(b, shape), asym(bits, Axis::Channel, kWholeAxis, ParamType::F16)));
     EXPECT_EQ(q.scale[0], kvtest::h16(131008.0f / (float)levels));
     EXPECT_EQ(q.zero[0], -65504.0f);  // fp16-representable, kept exactly
     if (bits == 2) {
@@ -173,8 +175,9 @@ TEST(Fp16Extremes, Fp16ParamsQuantizeFromTwoBits) {
 TEST(Fp16Extremes, Fp16ParamsOneBitScaleOverflowThrows) {
   // 1 bit: scale = 131008 / 1 > 65504 rounds to inf in fp16: invalid_argument naming fp16.
   std::vector<uint16_t> b = {0x7bff, 0xfbff, 0x3c00, 0x0000};
-  const std::string msg = kvtest::message_of<std::invalid_argument>(
-      [&] { quantize(kvtest::half_view(b, {4, 1}), asym(1, Axis::Channel, kWholeAxis, ParamType::F16)); });
+  const std::string msg = kvtest::message_of<std::invalid_argument>([&] {
+    quantize(kvtest::half_view(b, {4, 1}), asym(1, Axis::Channel, kWholeAxis, ParamType::F16));
+  });
   EXPECT_THAT(msg, HasSubstr("overflows fp16"));
   EXPECT_THAT(msg, HasSubstr("group 0 of row 0"));  // names the group
   EXPECT_THAT(msg, HasSubstr("65504"));             // and its range
@@ -188,7 +191,9 @@ TEST(Fp16Extremes, UpstreamProfilesOverflowTheFp16Range) {
     for (int bits = 1; bits <= 8; ++bits) {
       QuantizerSpec s = asym(bits, Axis::Channel, kWholeAxis, ParamType::F16);
       s.profile = p;
-      const std::string msg = kvtest::message_of<std::invalid_argument>([&] { quantize(kvtest::half_view(b, {4, 1}), s); });
+      const std::string msg = kvtest::message_of<std::invalid_argument>([&] {
+        quantize(kvtest::half_view(b, {4, 1}), s);
+      });
       EXPECT_THAT(msg, HasSubstr("overflows fp16")) << to_string(p) << " bits=" << bits;
     }
   // ... while [0, 65504] fits: range 65504, 1 bit: scale = fp16(65504 * (1/1)) = 65504
@@ -205,8 +210,8 @@ TEST(Fp16Subnormals, Fp32ParamsWithinBound) {
   std::mt19937 rng(12);
   std::vector<uint16_t> b(32 * 8);
   for (auto& v : b) v = (uint16_t)((rng() & 0x8000u) | (rng() % 1024u));  // +-k * 2^-24, k < 1024
-  b[0] = 0x0001;                                                        // 2^-24
-  b[1] = kvtest::gcc_half_bits(6e-8f);                                  // 6e-8 rounds to 2^-24 as well
+  b[0] = 0x0001;                                                          // 2^-24
+  b[1] = kvtest::gcc_half_bits(6e-8f);                                    // 6e-8 rounds to 2^-24 as well
   ASSERT_EQ(b[1], 0x0001);
   for (int bits = 1; bits <= 8; ++bits)
     for (Axis axis : {Axis::Channel, Axis::Token}) {
@@ -220,8 +225,8 @@ TEST(Fp16Subnormals, Fp32ParamsWithinBound) {
         const int64_t s = g.param_index((int64_t)i, false);
         const double x = half_to_float(b[i]), scale = q.scale[s], err = std::fabs(x - d[i]);
         if (err > kvtest::fp32_bound(x, q.scale[s], q.zero[s], d[i]) && over++ < 2)
-          ADD_FAILURE() << std::setprecision(17) << "x=" << x << " (element " << i << ") dequantized to " << d[i]
-                        << ": error " << err << " > scale/2 + 2 ulp, scale/2 = " << scale / 2;
+          ADD_FAILURE() << std::setprecision(17) << "x=" << x << " (element " << i << ") dequantized to "
+                        << d[i] << ": error " << err << " > scale/2 + 2 ulp, scale/2 = " << scale / 2;
       }
       EXPECT_EQ(over, 0);
     }
@@ -241,7 +246,8 @@ TEST(Fp16Subnormals, Fp16ParamsWhereTheScaleIsExact) {
   const float unit = std::ldexp(1.0f, -24);
   for (int bits : {1, 2}) {
     SCOPED_TRACE(bits);
-    const QuantizedTensor q = quantize(kvtest::half_view(b, {64, 1}), asym(bits, Axis::Channel, kWholeAxis, ParamType::F16));
+    const QuantizedTensor q =
+        quantize(kvtest::half_view(b, {64, 1}), asym(bits, Axis::Channel, kWholeAxis, ParamType::F16));
     EXPECT_EQ(q.scale[0], (bits == 1 ? 2046.0f : 682.0f) * unit);
     EXPECT_EQ(q.zero[0], -1023.0f * unit);
     const std::vector<float> d = dequantize(q);
@@ -333,7 +339,8 @@ TEST(Shapes, LeadingDimsAreIndependentSlices) {
     std::vector<uint8_t> codes;
     std::vector<float> scale, zero;
     for (int n = 0; n < 6; ++n) {
-      const Tensor part = kvtest::make_tensor({17, 6}, std::vector<float>(x.data.begin() + n * 102, x.data.begin() + (n + 1) * 102));
+      const Tensor part = kvtest::make_tensor(
+          {17, 6}, std::vector<float>(x.data.begin() + n * 102, x.data.begin() + (n + 1) * 102));
       const QuantizedTensor q = quantize(part.view(), spec);
       codes.insert(codes.end(), q.codes.begin(), q.codes.end());
       scale.insert(scale.end(), q.scale.begin(), q.scale.end());

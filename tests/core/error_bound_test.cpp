@@ -51,8 +51,9 @@ TEST(ErrorBound, AsymStrictHalfStepWhereArithmeticIsExact) {
           const int k = 2 + (int)(rng() % 4), a = (int)(rng() % ((1u << k) + 1));
           const float step = std::ldexp(1.0f, -k), mn = -(float)a * step, range = (float)levels * step;
           const uint32_t span = (uint32_t)(range * (1 << 18));  // range in units of 2^-18
-          for (int i = 0; i < G; ++i) row[g * G + i] = mn + (float)(rng() % (span + 1)) * std::ldexp(1.0f, -18);
-          row[g * G + rng() % 8] = mn;  // min in the first half,
+          for (int i = 0; i < G; ++i)
+            row[g * G + i] = mn + (float)(rng() % (span + 1)) * std::ldexp(1.0f, -18);
+          row[g * G + rng() % 8] = mn;              // min in the first half,
           row[g * G + 8 + rng() % 8] = mn + range;  // max in the second
           want_scale.push_back(step);
         }
@@ -65,7 +66,8 @@ TEST(ErrorBound, AsymStrictHalfStepWhereArithmeticIsExact) {
       for (size_t i = 0; i < d.size(); ++i) {
         const double s = q.scale[geo.param_index((int64_t)i, false)];
         const double err = std::fabs((double)x.data[i] - (double)d[i]);
-        if (err > s / 2 && over++ < 3) ADD_FAILURE() << "x=" << x.data[i] << " deq=" << d[i] << " scale=" << s;
+        if (err > s / 2 && over++ < 3)
+          ADD_FAILURE() << "x=" << x.data[i] << " deq=" << d[i] << " scale=" << s;
       }
       EXPECT_EQ(over, 0);
     }
@@ -88,8 +90,9 @@ TEST(ErrorBound, AsymFp32RandomWithinDocumentedBound) {
         const int64_t s = geo.param_index((int64_t)i, false);
         const double scale = q.scale[s], err = std::fabs((double)x.data[i] - (double)d[i]);
         if (err > kvtest::fp32_bound(x.data[i], q.scale[s], q.zero[s], d[i]) && over++ < 2)
-          ADD_FAILURE() << std::hexfloat << "x=" << x.data[i] << " zero=" << q.zero[s] << " scale=" << q.scale[s]
-                        << " code=" << std::dec << (int)codes[i] << " deq=" << std::hexfloat << d[i] << std::defaultfloat
+          ADD_FAILURE() << std::hexfloat << "x=" << x.data[i] << " zero=" << q.zero[s]
+                        << " scale=" << q.scale[s] << " code=" << std::dec << (int)codes[i]
+                        << " deq=" << std::hexfloat << d[i] << std::defaultfloat
                         << ": err/scale = " << std::setprecision(12) << err / scale;
       }
       EXPECT_EQ(over, 0) << "elements farther than scale/2 + 2 ulp from their input";
@@ -105,7 +108,8 @@ TEST(ErrorBound, AsymFp32RandomWithinDocumentedBound) {
 //   which docs/FORMATS.md 3.1 documents (scale/2 + fp32 rounding). This pins that behaviour.
 TEST(ErrorBound, AsymFp32HalfStepHandExample) {
   const Tensor x = kvtest::make_tensor({3, 1}, {0.0f, 1.0f, 0.5f});
-  const QuantizedTensor q = quantize(x.view(), kvlab_spec(Scheme::Asym, 2, Axis::Channel, kWholeAxis, ParamType::F32));
+  const QuantizedTensor q =
+      quantize(x.view(), kvlab_spec(Scheme::Asym, 2, Axis::Channel, kWholeAxis, ParamType::F32));
   ASSERT_EQ(q.scale[0], 1.0f / 3.0f);
   ASSERT_EQ(q.zero[0], 0.0f);
   EXPECT_EQ(unpack_codes(q)[2], 2);
@@ -137,13 +141,15 @@ TEST(ErrorBound, AsymRandomFp32QuotientRoundsToNearestEven) {
         const float scale = q.scale[s], zero = q.zero[s];
         const float t = (x.data[i] - zero) / scale;  // the fp32 quotient of the recipe
         const float c = codes[i];
-        const bool ok = t >= (float)levels ? codes[i] == levels
-                                           : std::fabs(t - c) < 0.5f || (std::fabs(t - c) == 0.5f && codes[i] % 2 == 0);
+        const bool ok = t >= (float)levels
+                            ? codes[i] == levels
+                            : std::fabs(t - c) < 0.5f || (std::fabs(t - c) == 0.5f && codes[i] % 2 == 0);
         if (!ok && bad_round++ < 3) ADD_FAILURE() << "quotient " << t << " coded as " << (int)codes[i];
         const double err = std::fabs((double)x.data[i] - (double)d[i]);
         const double slack = std::ldexp(levels * (double)scale + std::fabs(zero) + std::fabs(x.data[i]), -22);
         if (err > scale / 2.0 + slack && over++ < 3)
-          ADD_FAILURE() << "x=" << x.data[i] << " deq=" << d[i] << " scale=" << scale << " err/scale=" << err / scale;
+          ADD_FAILURE() << "x=" << x.data[i] << " deq=" << d[i] << " scale=" << scale
+                        << " err/scale=" << err / scale;
       }
       EXPECT_EQ(bad_round, 0);
       EXPECT_EQ(over, 0);
@@ -168,7 +174,8 @@ TEST(ErrorBound, AsymFp16ParamsWithinHalfStepPlusZeroRounding) {
         float mn = INFINITY;
         for (int64_t i : geo.members((int64_t)s, false)) mn = std::min(mn, x.data[i]);
         true_min[s] = mn;
-        ASSERT_GE(std::fabs(q.scale[s]), std::ldexp(1.0f, -14)) << "test data should keep scales normal in fp16";
+        ASSERT_GE(std::fabs(q.scale[s]), std::ldexp(1.0f, -14))
+            << "test data should keep scales normal in fp16";
       }
       int64_t over = 0;
       for (size_t i = 0; i < d.size(); ++i) {
@@ -176,7 +183,8 @@ TEST(ErrorBound, AsymFp16ParamsWithinHalfStepPlusZeroRounding) {
         const double scale = q.scale[s], zero = q.zero[s];
         const double err = std::fabs((double)x.data[i] - (double)d[i]);
         const double bound = scale / 2 + std::fabs(zero - (double)true_min[s]);
-        if (err > bound && over++ < 3) ADD_FAILURE() << "x=" << x.data[i] << " deq=" << d[i] << " bound=" << bound;
+        if (err > bound && over++ < 3)
+          ADD_FAILURE() << "x=" << x.data[i] << " deq=" << d[i] << " bound=" << bound;
       }
       EXPECT_EQ(over, 0);
     }
@@ -189,7 +197,8 @@ TEST(ErrorBound, SymWithinHalfStepExceptClamp) {
   for (ParamType params : {ParamType::F32, ParamType::F16})
     for (int bits = 2; bits <= 8; ++bits)
       for (Axis axis : {Axis::Channel, Axis::Token}) {
-        SCOPED_TRACE(::testing::Message() << "bits=" << bits << " axis=" << to_string(axis) << " params=" << to_string(params));
+        SCOPED_TRACE(::testing::Message()
+                     << "bits=" << bits << " axis=" << to_string(axis) << " params=" << to_string(params));
         const int qmax = (1 << (bits - 1)) - 1;
         const Tensor x = kvtest::random_kv({2, 96, 32}, 80 + bits);
         const QuantizedTensor q = quantize(x.view(), kvlab_spec(Scheme::Sym, bits, axis, 16, params));
@@ -234,7 +243,8 @@ TEST(Ties, AsymRoundHalfToEven) {
           want.push_back(k % 2 == 0 ? k : k + 1);
         }
         const Tensor x = from_rows({row}, axis);
-        const QuantizedTensor q = quantize(x.view(), kvlab_spec(Scheme::Asym, bits, axis, kWholeAxis, ParamType::F32));
+        const QuantizedTensor q =
+            quantize(x.view(), kvlab_spec(Scheme::Asym, bits, axis, kWholeAxis, ParamType::F32));
         ASSERT_EQ(q.scale, std::vector<float>{s});
         const std::vector<uint8_t> codes = unpack_codes(q);
         const std::vector<float> d = dequantize(q);
@@ -261,7 +271,8 @@ TEST(Ties, SymRoundHalfToEven) {
           want.push_back(sign * (k % 2 == 0 ? k : k + 1));
         }
       const Tensor x = from_rows({row}, axis);
-      const QuantizedTensor q = quantize(x.view(), kvlab_spec(Scheme::Sym, bits, axis, kWholeAxis, ParamType::F32));
+      const QuantizedTensor q =
+          quantize(x.view(), kvlab_spec(Scheme::Sym, bits, axis, kWholeAxis, ParamType::F32));
       ASSERT_EQ(q.scale, std::vector<float>{s});
       const std::vector<uint8_t> codes = unpack_codes(q);
       const std::vector<float> d = dequantize(q);

@@ -12,7 +12,8 @@ namespace {
 using namespace kvlab;
 using kvtest::make_tensor;
 
-const std::vector<float> kX = {-1, -.5f, 0, .5f, 1, 1.5f, 2, -1, .25f, .75f, 1.25f, 1.75f, -.75f, .5f, 1.5f, 2};
+const std::vector<float> kX = {-1,   -.5f, 0,     .5f,   1,     1.5f, 2,    -1,
+                               .25f, .75f, 1.25f, 1.75f, -.75f, .5f,  1.5f, 2};
 
 QuantizerSpec spec(int bits, Axis axis) {
   QuantizerSpec s;
@@ -25,7 +26,9 @@ QuantizerSpec spec(int bits, Axis axis) {
   return s;
 }
 
-QuantizedTensor q_channel(int bits) { return quantize(make_tensor({16, 1}, kX).view(), spec(bits, Axis::Channel)); }
+QuantizedTensor q_channel(int bits) {
+  return quantize(make_tensor({16, 1}, kX).view(), spec(bits, Axis::Channel));
+}
 
 // 2 bits: min = -1, max = 2, scale = (2 - (-1)) / 3 = 1 (exact in fp32).
 // (x - min) / 1 = 0, .5, 1, 1.5, 2, 2.5, 3, 0, 1.25, 1.75, 2.25, 2.75, .25, 1.5, 2.5, 3
@@ -48,9 +51,7 @@ TEST(GoldenVectors, TwoBitParams) {
   EXPECT_EQ(q.group, 16);
 }
 
-TEST(GoldenVectors, TwoBitCodesRoundHalfToEven) {
-  EXPECT_EQ(unpack_codes(q_channel(2)), kCodes2);
-}
+TEST(GoldenVectors, TwoBitCodesRoundHalfToEven) { EXPECT_EQ(unpack_codes(q_channel(2)), kCodes2); }
 
 TEST(GoldenVectors, TwoBitPackedBytes) {
   const QuantizedTensor q = q_channel(2);

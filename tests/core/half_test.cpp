@@ -29,8 +29,10 @@ TEST(Half, EveryHalfToFloatIsExact) {
   int64_t bad = 0;
   for (uint32_t h = 0; h <= 0xffff; ++h) {
     const float got = half_to_float((uint16_t)h), want = gcc_half_to_float((uint16_t)h);
-    const bool ok = half_is_nan((uint16_t)h) ? (std::isnan(got) && std::isnan(want)) : bits_of(got) == bits_of(want);
-    if (!ok && bad++ < 5) ADD_FAILURE() << std::hex << "h=0x" << h << " got 0x" << bits_of(got) << " want 0x" << bits_of(want);
+    const bool ok =
+        half_is_nan((uint16_t)h) ? (std::isnan(got) && std::isnan(want)) : bits_of(got) == bits_of(want);
+    if (!ok && bad++ < 5)
+      ADD_FAILURE() << std::hex << "h=0x" << h << " got 0x" << bits_of(got) << " want 0x" << bits_of(want);
   }
   EXPECT_EQ(bad, 0);
 }
@@ -46,23 +48,23 @@ TEST(Half, EveryHalfRoundTripsThroughFloat) {
 }
 
 TEST(Half, HandPickedValues) {
-  EXPECT_EQ(float_to_half(65504.0f), 0x7bffu);                 // largest finite half
-  EXPECT_EQ(float_to_half(65519.99f), 0x7bffu);                // below the 65520 midpoint
-  EXPECT_EQ(float_to_half(65520.0f), 0x7c00u);                 // midpoint 65504|65536: ties to even (inf)
+  EXPECT_EQ(float_to_half(65504.0f), 0x7bffu);   // largest finite half
+  EXPECT_EQ(float_to_half(65519.99f), 0x7bffu);  // below the 65520 midpoint
+  EXPECT_EQ(float_to_half(65520.0f), 0x7c00u);   // midpoint 65504|65536: ties to even (inf)
   EXPECT_EQ(float_to_half(-65520.0f), 0xfc00u);
-  EXPECT_EQ(float_to_half(std::ldexp(1.0f, -24)), 0x0001u);    // smallest subnormal
-  EXPECT_EQ(float_to_half(6e-8f), 0x0001u);                    // 6e-8 / 2^-24 = 1.007 -> 1
-  EXPECT_EQ(float_to_half(std::ldexp(1.0f, -25)), 0x0000u);    // 0.5 * 2^-24: tie to even 0
-  EXPECT_EQ(float_to_half(std::ldexp(3.0f, -26)), 0x0001u);    // 0.75 * 2^-24 -> 1
-  EXPECT_EQ(float_to_half(std::ldexp(3.0f, -25)), 0x0002u);    // 1.5 * 2^-24: tie to even 2
+  EXPECT_EQ(float_to_half(std::ldexp(1.0f, -24)), 0x0001u);         // smallest subnormal
+  EXPECT_EQ(float_to_half(6e-8f), 0x0001u);                         // 6e-8 / 2^-24 = 1.007 -> 1
+  EXPECT_EQ(float_to_half(std::ldexp(1.0f, -25)), 0x0000u);         // 0.5 * 2^-24: tie to even 0
+  EXPECT_EQ(float_to_half(std::ldexp(3.0f, -26)), 0x0001u);         // 0.75 * 2^-24 -> 1
+  EXPECT_EQ(float_to_half(std::ldexp(3.0f, -25)), 0x0002u);         // 1.5 * 2^-24: tie to even 2
   EXPECT_EQ(float_to_half(1.0f + std::ldexp(1.0f, -11)), 0x3c00u);  // 1 + half ulp: tie to even 1.0
   EXPECT_EQ(float_to_half(1.0f + std::ldexp(3.0f, -11)), 0x3c02u);  // 1 + 1.5 ulp: tie to even 0x3c02
-  EXPECT_EQ(float_to_half(std::ldexp(1.0f, -14)), 0x0400u);    // smallest normal
-  EXPECT_EQ(float_to_half(1e-4f), 0x068eu);                    // kitty-sim's eps: 1e-4 / 2^-24 = 1677.7 -> 1678
+  EXPECT_EQ(float_to_half(std::ldexp(1.0f, -14)), 0x0400u);         // smallest normal
+  EXPECT_EQ(float_to_half(1e-4f), 0x068eu);  // kitty-sim's eps: 1e-4 / 2^-24 = 1677.7 -> 1678
   EXPECT_EQ(float_to_half(-0.0f), 0x8000u);
   EXPECT_EQ(float_to_half(INFINITY), 0x7c00u);
   EXPECT_TRUE(half_is_nan(float_to_half(NAN)));
-  EXPECT_EQ(round_to_half(0.1f), 0.0999755859375f);            // 1638 / 16384
+  EXPECT_EQ(round_to_half(0.1f), 0.0999755859375f);  // 1638 / 16384
 }
 
 TEST(Half, TenMillionRandomFloatBitPatterns) {
@@ -71,7 +73,8 @@ TEST(Half, TenMillionRandomFloatBitPatterns) {
   for (int i = 0; i < 10'000'000; ++i) {
     const float f = float_of(rng());
     if (!same_as_gcc(f) && bad++ < 5)
-      ADD_FAILURE() << std::hex << "f=0x" << bits_of(f) << " got 0x" << float_to_half(f) << " want 0x" << gcc_half_bits(f);
+      ADD_FAILURE() << std::hex << "f=0x" << bits_of(f) << " got 0x" << float_to_half(f) << " want 0x"
+                    << gcc_half_bits(f);
   }
   EXPECT_EQ(bad, 0);
 }
@@ -85,7 +88,8 @@ TEST(Half, RandomFloatsInTheHalfRange) {
     const uint32_t e = 100 + (r >> 23) % 46;
     const float f = float_of((r & 0x807fffffu) | e << 23);
     if (!same_as_gcc(f) && bad++ < 5)
-      ADD_FAILURE() << std::hex << "f=0x" << bits_of(f) << " got 0x" << float_to_half(f) << " want 0x" << gcc_half_bits(f);
+      ADD_FAILURE() << std::hex << "f=0x" << bits_of(f) << " got 0x" << float_to_half(f) << " want 0x"
+                    << gcc_half_bits(f);
   }
   EXPECT_EQ(bad, 0);
 }
@@ -104,7 +108,8 @@ TEST(Half, EveryHalfwayPointAndItsNeighbours) {
       for (float s : {f, -f}) {
         ++checked;
         if (!same_as_gcc(s) && bad++ < 5)
-          ADD_FAILURE() << std::hex << "f=0x" << bits_of(s) << " got 0x" << float_to_half(s) << " want 0x" << gcc_half_bits(s);
+          ADD_FAILURE() << std::hex << "f=0x" << bits_of(s) << " got 0x" << float_to_half(s) << " want 0x"
+                        << gcc_half_bits(s);
       }
   }
   EXPECT_EQ(bad, 0);

@@ -21,9 +21,9 @@ TEST(MethodSpec, PresetsRoundTrip) {
   for (const Preset& p : presets()) {
     SCOPED_TRACE(p.name);
     const MethodSpec m = parse_method(p.name);
-    EXPECT_EQ(to_string(m), p.spec);            // the canonical string is the preset's spec
-    EXPECT_EQ(parse_method(p.spec), m);         // the spec means the preset
-    EXPECT_EQ(parse_method(to_string(m)), m);   // parse(print(m)) == m
+    EXPECT_EQ(to_string(m), p.spec);           // the canonical string is the preset's spec
+    EXPECT_EQ(parse_method(p.spec), m);        // the spec means the preset
+    EXPECT_EQ(parse_method(to_string(m)), m);  // parse(print(m)) == m
     EXPECT_EQ(to_string(parse_method(to_string(m))), to_string(m));  // printing is stable
     EXPECT_FALSE(p.description.empty());
   }
@@ -54,12 +54,15 @@ TEST(MethodSpec, PresetFields) {
 
 TEST(MethodSpec, CustomSpecsRoundTrip) {
   const std::pair<const char*, const char*> cases[] = {
-      {"kivi:kbits=3", "kivi:kbits=3,vbits=2,group=128,vgroup=all,sink=0,residual=128,params=fp16,profile=kvlab"},
+      {"kivi:kbits=3",
+       "kivi:kbits=3,vbits=2,group=128,vgroup=all,sink=0,residual=128,params=fp16,profile=kvlab"},
       {"kivi:vgroup=32,sink=4,residual=16,params=fp32,group=64",
        "kivi:kbits=2,vbits=2,group=64,vgroup=32,sink=4,residual=16,params=fp32,profile=kvlab"},
-      {"kivi:profile=kivi", "kivi:kbits=2,vbits=2,group=128,vgroup=all,sink=0,residual=128,params=fp16,profile=kivi"},
+      {"kivi:profile=kivi",
+       "kivi:kbits=2,vbits=2,group=128,vgroup=all,sink=0,residual=128,params=fp16,profile=kivi"},
       {"kitty:boost=0.3,group=32,profile=kitty-sim",
-       "kitty:kbits=2,vbits=2,group=32,vgroup=all,sink=32,residual=128,boost=0.3,params=fp16,profile=kitty-sim"},
+       "kitty:kbits=2,vbits=2,group=32,vgroup=all,sink=32,residual=128,boost=0.3,params=fp16,profile=kitty-"
+       "sim"},
       {"kitty:kbits=4,vbits=3,boost=0,sink=0",
        "kitty:kbits=4,vbits=3,group=128,vgroup=all,sink=0,residual=128,boost=0,params=fp16,profile=kvlab"},
       {"int8:group=64,params=fp32", "int8:group=64,params=fp32"},
@@ -77,10 +80,13 @@ TEST(MethodSpec, CustomSpecsRoundTrip) {
   MethodSpec m;
   m.family = Family::Kivi, m.kbits = 5, m.vbits = 3, m.group = 64, m.vgroup = 16, m.sink = 8, m.residual = 64;
   m.params = ParamType::F32;
-  EXPECT_EQ(to_string(m), "kivi:kbits=5,vbits=3,group=64,vgroup=16,sink=8,residual=64,params=fp32,profile=kvlab");
+  EXPECT_EQ(to_string(m),
+            "kivi:kbits=5,vbits=3,group=64,vgroup=16,sink=8,residual=64,params=fp32,profile=kvlab");
   EXPECT_EQ(parse_method(to_string(m)), m);
   m.family = Family::Kitty, m.boost = 0.1;
-  EXPECT_EQ(to_string(m), "kitty:kbits=5,vbits=3,group=64,vgroup=16,sink=8,residual=64,boost=0.1,params=fp32,profile=kvlab");
+  EXPECT_EQ(
+      to_string(m),
+      "kitty:kbits=5,vbits=3,group=64,vgroup=16,sink=8,residual=64,boost=0.1,params=fp32,profile=kvlab");
   m.kbits = 4;  // boost needs bits <= 6
   EXPECT_EQ(parse_method(to_string(m)), m);
 }
@@ -91,8 +97,10 @@ TEST(MethodSpec, QuantizersOfAMethod) {
   EXPECT_EQ(to_string(k), "scheme=asym,bits=2,axis=channel,group=128,params=fp16,profile=kvlab,boost=0.125");
   EXPECT_EQ(to_string(v), "scheme=asym,bits=2,axis=token,group=all,params=fp16,profile=kvlab");
   const MethodSpec i8 = parse_method("int8");
-  EXPECT_EQ(to_string(key_quantizer(i8)), "scheme=sym,bits=8,axis=channel,group=all,params=fp16,profile=kvlab");
-  EXPECT_EQ(to_string(value_quantizer(i8)), "scheme=sym,bits=8,axis=channel,group=all,params=fp16,profile=kvlab");
+  EXPECT_EQ(to_string(key_quantizer(i8)),
+            "scheme=sym,bits=8,axis=channel,group=all,params=fp16,profile=kvlab");
+  EXPECT_EQ(to_string(value_quantizer(i8)),
+            "scheme=sym,bits=8,axis=channel,group=all,params=fp16,profile=kvlab");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -180,12 +188,14 @@ TEST(BitsPerElement, ConsistentWithTheQuantizedTensors) {
       const Tensor x = kvtest::random_kv({T, D}, (uint32_t)T);
       auto part_bits = [&](const QuantizerSpec& q, int64_t b, int64_t e) {
         if (e <= b) return 0.0;
-        const Tensor part = kvtest::make_tensor({e - b, D}, std::vector<float>(x.data.begin() + b * D, x.data.begin() + e * D));
+        const Tensor part = kvtest::make_tensor(
+            {e - b, D}, std::vector<float>(x.data.begin() + b * D, x.data.begin() + e * D));
         return bits_per_element(quantize(part.view(), q)) * (double)((e - b) * D);
       };
-      const double key = part_bits(key_quantizer(m), s.key_begin, s.key_end) + 16.0 * (T - (s.key_end - s.key_begin)) * D;
-      const double val =
-          part_bits(value_quantizer(m), s.value_begin, s.value_end) + 16.0 * (T - (s.value_end - s.value_begin)) * D;
+      const double key =
+          part_bits(key_quantizer(m), s.key_begin, s.key_end) + 16.0 * (T - (s.key_end - s.key_begin)) * D;
+      const double val = part_bits(value_quantizer(m), s.value_begin, s.value_end) +
+                         16.0 * (T - (s.value_end - s.value_begin)) * D;
       const Bits b = bits_per_element(m, T, D);
       EXPECT_NEAR(b.key, key / (double)(T * D), 1e-12);
       EXPECT_NEAR(b.value, val / (double)(T * D), 1e-12);

@@ -95,9 +95,7 @@ TEST(Npy, AsTensorViewsF2AndF4) {
   EXPECT_THROW(as_tensor(make_npy(std::vector<uint8_t>{1, 2}, {2}), "u1"), std::runtime_error);
 }
 
-TEST(Npy, MakeNpyChecksTheShape) {
-  EXPECT_THROW(make_npy(std::vector<float>(5), {2, 3}), std::logic_error);
-}
+TEST(Npy, MakeNpyChecksTheShape) { EXPECT_THROW(make_npy(std::vector<float>(5), {2, 3}), std::logic_error); }
 
 // Files written by numpy 1.24 (np.save; np.lib.format.write_array for version 2.0), values chosen
 // to be exact: see the comments.
@@ -169,7 +167,8 @@ std::vector<std::pair<std::string, NpyArray>> npz_arrays() {
 }
 
 TEST(Npz, ZipStructure) {
-  ASSERT_EQ(crc32_ref(reinterpret_cast<const uint8_t*>("123456789"), 9), 0xcbf43926u);  // the CRC-32 check value
+  ASSERT_EQ(crc32_ref(reinterpret_cast<const uint8_t*>("123456789"), 9),
+            0xcbf43926u);  // the CRC-32 check value
   kvtest::TempDir dir;
   const std::string path = dir.file("out.npz");
   const auto arrays = npz_arrays();
@@ -211,15 +210,16 @@ TEST(Npz, NumpyLoadsIt) {
   kvtest::TempDir dir;
   const std::string path = dir.file("out.npz"), script = dir.file("check.py");
   write_npz(path, npz_arrays());
-  std::ofstream(script) << "import sys, numpy\n"
-                           "d = numpy.load(sys.argv[1])\n"
-                           "assert sorted(d.files) == ['codes', 'h', 'k'], d.files\n"
-                           "k, c, h = d['k'], d['codes'], d['h']\n"
-                           "assert k.dtype == numpy.float32 and k.shape == (2, 3), (k.dtype, k.shape)\n"
-                           "assert (k == numpy.arange(6, dtype=numpy.float32).reshape(2, 3) * 0.5 - 1).all(), k\n"
-                           "assert c.dtype == numpy.uint8 and c.shape == (5,) and c.tolist() == [0, 1, 2, 254, 255], c\n"
-                           "assert h.dtype == numpy.float16 and h.shape == (2, 2), (h.dtype, h.shape)\n"
-                           "assert h.tolist() == [[1.0, -2.0], [0.5, 65504.0]], h\n";
+  std::ofstream(script)
+      << "import sys, numpy\n"
+         "d = numpy.load(sys.argv[1])\n"
+         "assert sorted(d.files) == ['codes', 'h', 'k'], d.files\n"
+         "k, c, h = d['k'], d['codes'], d['h']\n"
+         "assert k.dtype == numpy.float32 and k.shape == (2, 3), (k.dtype, k.shape)\n"
+         "assert (k == numpy.arange(6, dtype=numpy.float32).reshape(2, 3) * 0.5 - 1).all(), k\n"
+         "assert c.dtype == numpy.uint8 and c.shape == (5,) and c.tolist() == [0, 1, 2, 254, 255], c\n"
+         "assert h.dtype == numpy.float16 and h.shape == (2, 2), (h.dtype, h.shape)\n"
+         "assert h.tolist() == [[1.0, -2.0], [0.5, 65504.0]], h\n";
   const int rc = std::system((std::string(py) + " " + script + " " + path).c_str());
   EXPECT_EQ(rc, 0) << "numpy.load rejected the archive or its contents (see the Python traceback above)";
 }

@@ -40,8 +40,8 @@ TEST(Pack, PackedBytes) {
   EXPECT_EQ(packed_bytes(1, 1), 1);
   EXPECT_EQ(packed_bytes(0, 5), 0);
   EXPECT_EQ(packed_bytes(9, 8), 9);
-  EXPECT_EQ(packed_bytes(5, 7), 5);    // 35 bits
-  EXPECT_EQ(packed_bytes(8, 7), 7);    // 56 bits
+  EXPECT_EQ(packed_bytes(5, 7), 5);  // 35 bits
+  EXPECT_EQ(packed_bytes(8, 7), 7);  // 56 bits
 }
 
 TEST(Pack, ThreeBitGolden) {

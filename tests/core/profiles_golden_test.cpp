@@ -33,7 +33,8 @@ int64_t half_mismatches(const std::vector<float>& ours, const std::vector<uint16
 void check_case(const std::string& c, const std::string& spec_text) {
   SCOPED_TRACE(c + " with " + spec_text);
   const kvlab::NpyArray x = kvlab::read_npy(file(c, "x"));
-  const kvlab::QuantizedTensor q = kvlab::quantize(kvlab::as_tensor(x, file(c, "x")), kvlab::parse_quantizer(spec_text));
+  const kvlab::QuantizedTensor q =
+      kvlab::quantize(kvlab::as_tensor(x, file(c, "x")), kvlab::parse_quantizer(spec_text));
 
   const kvlab::NpyArray codes = kvlab::read_npy(file(c, "codes"));
   const std::vector<uint8_t> ours = kvlab::unpack_codes(q);
@@ -44,8 +45,10 @@ void check_case(const std::string& c, const std::string& spec_text) {
 
   EXPECT_EQ(half_mismatches(q.scale, halves(kvlab::read_npy(file(c, "scale")))), 0) << "scales";
   EXPECT_EQ(half_mismatches(q.zero, halves(kvlab::read_npy(file(c, "zero")))), 0) << "minima";
-  EXPECT_EQ(half_mismatches(kvlab::dequantize(q), halves(kvlab::read_npy(file(c, "dq")))), 0) << "dequantized";
-  const std::vector<uint16_t> dq_half = kvlab::dequantize_half(q), dq_ref = halves(kvlab::read_npy(file(c, "dq")));
+  EXPECT_EQ(half_mismatches(kvlab::dequantize(q), halves(kvlab::read_npy(file(c, "dq")))), 0)
+      << "dequantized";
+  const std::vector<uint16_t> dq_half = kvlab::dequantize_half(q),
+                              dq_ref = halves(kvlab::read_npy(file(c, "dq")));
   EXPECT_EQ(dq_half, dq_ref) << "fp16 dequantized output";
 
   if (q.spec.boosted()) {  // Kitty's promote mask (H, D) against our page index (H, 1 page, D)
@@ -71,13 +74,16 @@ TEST(UpstreamProfiles, KittySimKeysWithBoost) {
   check_case("kitty_k_boost250", "bits=2,axis=channel,group=128,profile=kitty-sim,boost=0.25");
 }
 
-TEST(UpstreamProfiles, KittySimValues) { check_case("kitty_v2", "bits=2,axis=token,group=all,profile=kitty-sim"); }
+TEST(UpstreamProfiles, KittySimValues) {
+  check_case("kitty_v2", "bits=2,axis=token,group=all,profile=kitty-sim");
+}
 
 // The kvlab profile is not the upstream arithmetic: it must differ somewhere on these inputs
 // (otherwise the golden comparison above would not be telling the profiles apart).
 TEST(UpstreamProfiles, KvlabProfileDiffersFromKivi) {
   const kvlab::NpyArray x = kvlab::read_npy(file("kivi_k2", "x"));
-  const auto q = kvlab::quantize(kvlab::as_tensor(x, "x"), kvlab::parse_quantizer("bits=2,axis=channel,group=32,params=fp16"));
+  const auto q = kvlab::quantize(kvlab::as_tensor(x, "x"),
+                                 kvlab::parse_quantizer("bits=2,axis=channel,group=32,params=fp16"));
   EXPECT_GT(half_mismatches(kvlab::dequantize(q), halves(kvlab::read_npy(file("kivi_k2", "dq")))), 0);
 }
 

@@ -137,7 +137,8 @@ TEST(KiviProfile, InputIsRoundedToFp16) {
   // [0, 1 + 2^-12, 3] quantizes exactly like [0, 1, 3]. (kvlab keeps the fp32 value.)
   const Tensor a = make_tensor({3, 1}, {0.0f, 1.0f + std::ldexp(1.0f, -12), 3.0f});
   const Tensor b = make_tensor({3, 1}, {0.0f, 1.0f, 3.0f});
-  const QuantizedTensor qa = quantize(a.view(), upstream(Profile::Kivi, 4)), qb = quantize(b.view(), upstream(Profile::Kivi, 4));
+  const QuantizedTensor qa = quantize(a.view(), upstream(Profile::Kivi, 4)),
+                        qb = quantize(b.view(), upstream(Profile::Kivi, 4));
   EXPECT_EQ(qa.codes, qb.codes);
   EXPECT_EQ(dequantize(qa), dequantize(qb));
   // scale = rh(3 * fl32(1/15)) = rh(0.20000001) = 1638 * 2^-13 = 0.199951171875;

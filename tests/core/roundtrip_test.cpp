@@ -29,7 +29,8 @@ struct Case {
 std::vector<Case> cases_of(const Format& f) {
   const std::vector<int64_t> small = {2, 37, 10}, tall = {1, 300, 12}, wide = {3, 5, 300};
   if (f.boost >= 0) return {{small, 8}, {small, 16}, {tall, 129}, {tall, 200}};
-  if (f.axis == Axis::Channel) return {{small, 8}, {small, kWholeAxis}, {tall, kWholeAxis}, {tall, 200}, {tall, 129}};
+  if (f.axis == Axis::Channel)
+    return {{small, 8}, {small, kWholeAxis}, {tall, kWholeAxis}, {tall, 200}, {tall, 129}};
   return {{small, 4}, {small, kWholeAxis}, {wide, kWholeAxis}, {wide, 129}};
 }
 
@@ -70,7 +71,8 @@ TEST_P(FormatTest, SizesAndRepackedBytes) {
       for (int64_t n = 0; n < g.N; ++n)
         for (int64_t r = 0; r < g.R; ++r) {
           std::vector<uint8_t> row_codes(g.L), row(row_bytes, 0);
-          for (int64_t i = 0; i < g.L; ++i) row_codes[i] = codes[g.channel ? g.elem(n, i, r) : g.elem(n, r, i)];
+          for (int64_t i = 0; i < g.L; ++i)
+            row_codes[i] = codes[g.channel ? g.elem(n, i, r) : g.elem(n, r, i)];
           pack_row(row_codes.data(), g.L, f.bits, row.data());
           bad_rows += !std::equal(row.begin(), row.end(), q.codes.begin() + (n * g.R + r) * row_bytes);
         }
@@ -106,11 +108,13 @@ TEST_P(FormatTest, SizesAndRepackedBytes) {
               hi[t] = codes[g.elem(n, t0 + t, c)] >> f.bits;
             }
             pack_row(lo.data(), len, f.bits, low_row.data());
-            bad += !std::equal(low_row.begin(), low_row.end(), q.codes.begin() + low_off + c * low_row.size());
+            bad +=
+                !std::equal(low_row.begin(), low_row.end(), q.codes.begin() + low_off + c * low_row.size());
             if (index[c] != kNotBoosted) {
               ++slots;
               pack_row(hi.data(), len, 2, high_row.data());
-              bad += !std::equal(high_row.begin(), high_row.end(), q.high.begin() + high_off + index[c] * high_row.size());
+              bad += !std::equal(high_row.begin(), high_row.end(),
+                                 q.high.begin() + high_off + index[c] * high_row.size());
             }
           }
           EXPECT_EQ(slots, k);
@@ -151,11 +155,13 @@ TEST_P(FormatTest, ParamsCodesAndDequantAreTheRecipes) {
         mn = std::min(mn, v), mx = std::max(mx, v);
       }
       const kvtest::Params want = kvtest::oracle_params(spec, mn, mx, width_of(q, (int64_t)s));
-      const bool ok = kvtest::bits_of(q.scale[s]) == kvtest::bits_of(want.scale) &&
-                      (spec.scheme == Scheme::Sym || kvtest::bits_of(q.zero[s]) == kvtest::bits_of(want.zero));
+      const bool ok =
+          kvtest::bits_of(q.scale[s]) == kvtest::bits_of(want.scale) &&
+          (spec.scheme == Scheme::Sym || kvtest::bits_of(q.zero[s]) == kvtest::bits_of(want.zero));
       if (!ok && bad_params++ < 3)
         ADD_FAILURE() << "group " << s << " [" << mn << ", " << mx << "]: scale " << q.scale[s] << " want "
-                      << want.scale << ", zero " << (q.zero.empty() ? 0.f : q.zero[s]) << " want " << want.zero;
+                      << want.scale << ", zero " << (q.zero.empty() ? 0.f : q.zero[s]) << " want "
+                      << want.zero;
     }
     EXPECT_EQ(bad_params, 0);
 
@@ -166,7 +172,8 @@ TEST_P(FormatTest, ParamsCodesAndDequantAreTheRecipes) {
       const int w = width_of(q, s);
       const uint32_t want = kvtest::oracle_code(spec, kvtest::load(spec.profile, x.data[i]), p, w);
       if (codes[i] != want && bad_codes++ < 3)
-        ADD_FAILURE() << "element " << i << " x=" << x.data[i] << ": code " << (int)codes[i] << " want " << want;
+        ADD_FAILURE() << "element " << i << " x=" << x.data[i] << ": code " << (int)codes[i] << " want "
+                      << want;
       const float d = kvtest::oracle_dequant(spec, codes[i], p, w);
       if (kvtest::bits_of(deq[i]) != kvtest::bits_of(d) && bad_deq++ < 3)
         ADD_FAILURE() << "element " << i << ": dequant " << deq[i] << " want " << d;

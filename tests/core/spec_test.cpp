@@ -11,15 +11,18 @@ namespace {
 using namespace kvlab;
 
 TEST(QuantizerSpec, DefaultCanonicalString) {
-  EXPECT_EQ(to_string(QuantizerSpec{}), "scheme=asym,bits=2,axis=channel,group=all,params=fp32,profile=kvlab");
+  EXPECT_EQ(to_string(QuantizerSpec{}),
+            "scheme=asym,bits=2,axis=channel,group=all,params=fp32,profile=kvlab");
   EXPECT_EQ(parse_quantizer(""), QuantizerSpec{});
 }
 
 TEST(QuantizerSpec, ParseToCanonical) {
   const std::pair<const char*, const char*> cases[] = {
       {"bits=4", "scheme=asym,bits=4,axis=channel,group=all,params=fp32,profile=kvlab"},
-      {"bits=4,scheme=sym,axis=token,group=32", "scheme=sym,bits=4,axis=token,group=32,params=fp32,profile=kvlab"},
-      {"profile=kivi", "scheme=asym,bits=2,axis=channel,group=all,params=fp16,profile=kivi"},  // fp16 by default
+      {"bits=4,scheme=sym,axis=token,group=32",
+       "scheme=sym,bits=4,axis=token,group=32,params=fp32,profile=kvlab"},
+      {"profile=kivi",
+       "scheme=asym,bits=2,axis=channel,group=all,params=fp16,profile=kivi"},  // fp16 by default
       {"profile=kitty-sim,group=128,boost=0.125",
        "scheme=asym,bits=2,axis=channel,group=128,params=fp16,profile=kitty-sim,boost=0.125"},
       {"group=16,boost=0", "scheme=asym,bits=2,axis=channel,group=16,params=fp32,profile=kvlab,boost=0"},

@@ -191,8 +191,7 @@ inline Params oracle_params(const QuantizerSpec& s, float mn, float mx, int bits
     }
     case Profile::Kivi:  // torch: half tensor / python number = multiply by the fp32 reciprocal
       return {h16(h16(mx - mn) * (1.0f / (float)lv)), mn};
-    case Profile::KittySim:
-      return {h16(std::max(h16(mx - mn), kitty_eps()) * (1.0f / (float)lv)), mn};
+    case Profile::KittySim: return {h16(std::max(h16(mx - mn), kitty_eps()) * (1.0f / (float)lv)), mn};
   }
   return {0, 0};
 }
@@ -216,9 +215,7 @@ inline uint32_t oracle_code(const QuantizerSpec& s, float x, Params p, int bits)
   return (uint32_t)std::rint(std::min(std::max(q, 0.0f), (float)lv));
 }
 
-inline int32_t sign_extend(uint32_t code, int bits) {
-  return (int32_t)(code << (32 - bits)) >> (32 - bits);
-}
+inline int32_t sign_extend(uint32_t code, int bits) { return (int32_t)(code << (32 - bits)) >> (32 - bits); }
 
 inline float oracle_dequant(const QuantizerSpec& s, uint32_t code, Params p, int bits) {
   if (s.scheme == Scheme::Sym) return (float)sign_extend(code, bits) * p.scale;

@@ -91,7 +91,8 @@ TEST(Hdf5Dump, Float16StoresRoundedValuesAndReadsThemExactly) {
   auto d = kvlab::open_dump(dir.file("d.h5"));
   EXPECT_EQ(d->info().dtype, CaptureDtype::f16);
   const Tensor want = pattern(in, 1, Role::k, false), back = d->read(1, Role::k);
-  for (size_t i = 0; i < want.data.size(); ++i) ASSERT_EQ(back.data[i], kvlab::round_to_half(want.data[i])) << i;
+  for (size_t i = 0; i < want.data.size(); ++i)
+    ASSERT_EQ(back.data[i], kvlab::round_to_half(want.data[i])) << i;
 }
 
 TEST(Hdf5Dump, Bfloat16RoundTripsValuesItCanRepresent) {
@@ -149,19 +150,22 @@ TEST(Hdf5Dump, WriterRejectsWrongShapeNanRepeatsAndFloat16Overflow) {
   Tensor bad = pattern(in, 0, Role::k, false);
   bad.shape = {2, 36, 8};
   bad.data.resize(2 * 36 * 8);
-  EXPECT_NE(message_of<std::runtime_error>([&] { w.write(0, Role::k, bad.view()); }).find("expected (2, 37, 8)"),
-            std::string::npos);
+  EXPECT_NE(
+      message_of<std::runtime_error>([&] { w.write(0, Role::k, bad.view()); }).find("expected (2, 37, 8)"),
+      std::string::npos);
   Tensor nan = pattern(in, 0, Role::k, false);
   nan.data[5] = NAN;
   EXPECT_NE(message_of<std::invalid_argument>([&] { w.write(0, Role::k, nan.view()); }).find("/layers/0/k"),
             std::string::npos);
   Tensor big = pattern(in, 0, Role::v, false);
   big.data[3] = 70000.f;
-  EXPECT_NE(message_of<std::runtime_error>([&] { w.write(0, Role::v, big.view()); }).find("overflows float16"),
-            std::string::npos);
+  EXPECT_NE(
+      message_of<std::runtime_error>([&] { w.write(0, Role::v, big.view()); }).find("overflows float16"),
+      std::string::npos);
   w.write(0, Role::q, pattern(in, 0, Role::q, false).view());
-  EXPECT_NE(message_of<std::runtime_error>([&] { w.write(0, Role::q, pattern(in, 0, Role::q, false).view()); })
-                .find("written twice"),
+  EXPECT_NE(message_of<std::runtime_error>([&] {
+              w.write(0, Role::q, pattern(in, 0, Role::q, false).view());
+            }).find("written twice"),
             std::string::npos);
 }
 
@@ -169,8 +173,9 @@ TEST(Hdf5Dump, InfoRejectsQHeadsNotAMultipleOfKvHeads) {
   TempDir dir;
   DumpInfo in = tiny_info();
   in.num_q_heads = 3;
-  EXPECT_NE(message_of<std::invalid_argument>([&] { DumpWriter w(dir.file("d.h5"), in); })
-                .find("not a multiple of num_kv_heads"),
+  EXPECT_NE(message_of<std::invalid_argument>([&] {
+              DumpWriter w(dir.file("d.h5"), in);
+            }).find("not a multiple of num_kv_heads"),
             std::string::npos);
 }
 

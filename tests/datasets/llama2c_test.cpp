@@ -27,10 +27,10 @@ const std::string kDir = std::string(KVLAB_SOURCE_DIR) + "/data/stories260K/";  
 const std::string kModel = kDir + "stories260K.bin";
 const std::string kTok = kDir + "tok512.bin";
 
-#define REQUIRE_STORIES()                                                                     \
-  do {                                                                                        \
-    if (!fs::exists(kModel) || !fs::exists(kTok))                                             \
-      GTEST_SKIP() << "stories260K not found at " << kDir << " (shared data absent)";          \
+#define REQUIRE_STORIES()                                                             \
+  do {                                                                                \
+    if (!fs::exists(kModel) || !fs::exists(kTok))                                     \
+      GTEST_SKIP() << "stories260K not found at " << kDir << " (shared data absent)"; \
   } while (0)
 
 // The model and tokenizer, loaded once for the whole suite.
@@ -52,7 +52,8 @@ std::vector<char> file_bytes(const std::string& path) {
 struct TempFile {
   std::string path;
   TempFile(const std::string& name, const std::vector<char>& bytes)
-      : path((fs::temp_directory_path() / ("kvlab_llama2c_" + std::to_string(getpid()) + "_" + name)).string()) {
+      : path((fs::temp_directory_path() / ("kvlab_llama2c_" + std::to_string(getpid()) + "_" + name))
+                 .string()) {
     std::ofstream(path, std::ios::binary).write(bytes.data(), (std::streamsize)bytes.size());
   }
   ~TempFile() { std::remove(path.c_str()); }
@@ -177,7 +178,8 @@ TEST(Llama2c, CaptureShapesAndRope) {
         for (int64_t i = 0; i < D; i += 2) {
           const double angle = (double)t * std::pow(10000.0, -(double)i / (double)D);
           const double a = pre[i], b = pre[i + 1];
-          const double k0 = a * std::cos(angle) - b * std::sin(angle), k1 = a * std::sin(angle) + b * std::cos(angle);
+          const double k0 = a * std::cos(angle) - b * std::sin(angle),
+                       k1 = a * std::sin(angle) + b * std::cos(angle);
           max_err = std::max({max_err, std::abs(k0 - k[i]), std::abs(k1 - k[i + 1])});
           max_rot = std::max({max_rot, std::abs(k0 - a), std::abs(k1 - b)});
           if (t == 0) {
@@ -258,7 +260,8 @@ TEST(Llama2c, ShippedDefaultDumpMatchesRunner) {
     for (auto [a, b] : pairs) {
       ASSERT_EQ(a->shape, b->shape);
       for (size_t i = 0; i < a->data.size(); ++i)
-        ASSERT_NEAR(a->data[i], b->data[i], 1e-4f * (1.0f + std::abs(b->data[i]))) << "layer " << l << " index " << i;
+        ASSERT_NEAR(a->data[i], b->data[i], 1e-4f * (1.0f + std::abs(b->data[i])))
+            << "layer " << l << " index " << i;
     }
   }
 }
@@ -326,14 +329,17 @@ TEST(Llama2cTokenizer, SanitizesBrokenUtf8) {
   const Llama2cTokenizer& tok = tokenizer();
   // A lone continuation byte and a control byte, as byte tokens.
   const std::vector<int32_t> ids = {Llama2cTokenizer::kBos, 0x80 + 3, 0x07 + 3, 'A' + 3};
-  EXPECT_EQ(tok.decode_all(ids), "\xEF\xBF\xBD" "A");
+  EXPECT_EQ(tok.decode_all(ids),
+            "\xEF\xBF\xBD"
+            "A");
 }
 
 TEST(Llama2cTokenizer, TruncatedFile) {
   REQUIRE_STORIES();
   std::vector<char> bytes = file_bytes(kTok);
   for (size_t cut : {size_t(2), size_t(1000), bytes.size() - 1}) {
-    TempFile f("tok_cut" + std::to_string(cut) + ".bin", std::vector<char>(bytes.begin(), bytes.begin() + cut));
+    TempFile f("tok_cut" + std::to_string(cut) + ".bin",
+               std::vector<char>(bytes.begin(), bytes.begin() + cut));
     const std::string e = error_of([&] { Llama2cTokenizer(f.path, 512); });
     EXPECT_THAT(e, HasSubstr(f.path));
     EXPECT_THAT(e, HasSubstr("truncated"));
@@ -379,7 +385,8 @@ TEST(Llama2cModelFile, SizeNotMatchingHeader) {
 }
 
 TEST(Llama2cModelFile, MissingAndNonsenseHeaders) {
-  EXPECT_THAT(error_of([] { load_llama2c("/nonexistent/model.bin"); }), HasSubstr("'/nonexistent/model.bin'"));
+  EXPECT_THAT(error_of([] { load_llama2c("/nonexistent/model.bin"); }),
+              HasSubstr("'/nonexistent/model.bin'"));
   EXPECT_THAT(error_of([] { load_llama2c("/nonexistent/model.bin"); }), HasSubstr("not found"));
   auto header = [](std::vector<int32_t> h) {
     std::vector<char> b(h.size() * 4 + 64);

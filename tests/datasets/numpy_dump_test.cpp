@@ -19,9 +19,9 @@
 namespace {
 
 using namespace kvlab;
-using ::testing::HasSubstr;
 using kvtest::message_of;
 using kvtest::TempDir;
+using ::testing::HasSubstr;
 namespace fs = std::filesystem;
 
 std::string fixture(const std::string& name) { return std::string(KVLAB_TEST_DATA) + "/dumps/" + name; }
@@ -179,7 +179,8 @@ TEST(NumpyDump, ReadNpzReadsNumpysOwnFileAndRoundTripsOurs) {
 
   TempDir dir;
   const std::vector<std::pair<std::string, NpyArray>> ours = {
-      {"a", make_npy(std::vector<float>{1.5f, -2, 3}, {3})}, {"layers/0/b", make_npy(std::vector<uint8_t>{7, 8}, {2, 1})}};
+      {"a", make_npy(std::vector<float>{1.5f, -2, 3}, {3})},
+      {"layers/0/b", make_npy(std::vector<uint8_t>{7, 8}, {2, 1})}};
   write_npz(dir.file("x.npz"), ours);
   const auto back = read_npz(dir.file("x.npz"));
   ASSERT_EQ(back.size(), 2u);

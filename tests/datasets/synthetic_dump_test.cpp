@@ -81,7 +81,8 @@ TEST(SyntheticDump, Fp16OutputIsTheRoundedFp32Output) {
     const Tensor x = d.read(0, r);
     std::vector<uint16_t> h(x.data.size());
     d.generate_f16(0, r, 0, d.info().heads(r), h.data());
-    for (size_t i = 0; i < h.size(); ++i) ASSERT_EQ(h[i], float_to_half(x.data[i])) << role_name(r) << " " << i;
+    for (size_t i = 0; i < h.size(); ++i)
+      ASSERT_EQ(h[i], float_to_half(x.data[i])) << role_name(r) << " " << i;
   }
 }
 
@@ -109,7 +110,8 @@ TEST(SyntheticDump, ShorterDumpIsAPrefixOfLongerOne) {
     const Tensor a = shortd.read(0, r), b = longd.read(0, r);
     const int64_t D = a.shape[2];
     for (int64_t h = 0; h < a.shape[0]; ++h)
-      EXPECT_EQ(0, std::memcmp(a.data.data() + h * 100 * D, b.data.data() + h * 256 * D, 100 * D * sizeof(float)))
+      EXPECT_EQ(
+          0, std::memcmp(a.data.data() + h * 100 * D, b.data.data() + h * 256 * D, 100 * D * sizeof(float)))
           << role_name(r) << " head " << h;
   }
 }
@@ -174,7 +176,8 @@ void check_outliers(const SyntheticDump& d, int64_t layers) {
       for (int64_t s = 0; s < stretches; ++s) {
         const int64_t t0 = s * T / stretches, t1 = (s + 1) * T / stretches;
         const std::vector<double> mp = mean_abs(pre, g, t0, t1);
-        for (int64_t c : out) EXPECT_GT(mp[c], 4 * median(mp)) << "pre-RoPE layer " << l << " head " << g << " ch " << c;
+        for (int64_t c : out)
+          EXPECT_GT(mp[c], 4 * median(mp)) << "pre-RoPE layer " << l << " head " << g << " ch " << c;
         std::vector<double> pair_norm(D / 2, 0.0);  // rotation-invariant: sqrt(x_2j^2 + x_2j+1^2)
         for (int64_t t = t0; t < t1; ++t)
           for (int64_t j = 0; j < D / 2; ++j) {
@@ -182,7 +185,8 @@ void check_outliers(const SyntheticDump& d, int64_t layers) {
             pair_norm[j] += std::hypot(row[2 * j], row[2 * j + 1]) / (double)(t1 - t0);
           }
         for (size_t i = 0; i < out.size(); i += 2)
-          EXPECT_GT(pair_norm[out[i] / 2], 4 * median(pair_norm)) << "layer " << l << " head " << g << " pair " << out[i] / 2;
+          EXPECT_GT(pair_norm[out[i] / 2], 4 * median(pair_norm))
+              << "layer " << l << " head " << g << " pair " << out[i] / 2;
       }
     }
   }
@@ -220,7 +224,8 @@ void check_rope(RopeStyle style) {
     for (int64_t g = 0; g < p.kv_heads; ++g)
       for (int64_t t = 0; t < T; ++t)
         for (int64_t j = 0; j < D / 2; ++j) {
-          const int64_t a = style == RopeStyle::halves ? j : 2 * j, b = style == RopeStyle::halves ? j + D / 2 : 2 * j + 1;
+          const int64_t a = style == RopeStyle::halves ? j : 2 * j,
+                        b = style == RopeStyle::halves ? j + D / 2 : 2 * j + 1;
           const double w = std::pow(p.rope_theta, -(double)(2 * j) / (double)D);
           const float c = (float)std::cos((double)t * w), s = (float)std::sin((double)t * w);
           const float* x = pre.data.data() + (g * T + t) * D;
@@ -259,7 +264,8 @@ AttentionStats attention(const SyntheticDump& d) {
         std::vector<double> s(t + 1);
         for (int64_t j = 0; j <= t; ++j) {
           double a = 0;
-          for (int64_t c = 0; c < D; ++c) a += (double)q.data[(h * T + t) * D + c] * k.data[((h / group) * T + j) * D + c];
+          for (int64_t c = 0; c < D; ++c)
+            a += (double)q.data[(h * T + t) * D + c] * k.data[((h / group) * T + j) * D + c];
           s[j] = a / std::sqrt((double)D);
         }
         const double mx = *std::max_element(s.begin(), s.end());
@@ -267,7 +273,8 @@ AttentionStats attention(const SyntheticDump& d) {
         for (double& x : s) z += (x = std::exp(x - mx));
         for (double x : s)
           if (x > 0) e -= x / z * std::log(x / z);
-        st.sink += s[0] / z, st.uniform += 1.0 / (t + 1), st.entropy += e, st.max_entropy += std::log(t + 1.0);
+        st.sink += s[0] / z, st.uniform += 1.0 / (t + 1), st.entropy += e,
+            st.max_entropy += std::log(t + 1.0);
         ++n;
       }
   }
@@ -346,7 +353,8 @@ TEST(SyntheticDump, RoundTripsThroughTheDumpFormat) {
   EXPECT_EQ(back->info().source, gen.info().source);
   EXPECT_TRUE(back->info().has_k_pre_rope);
   for (int64_t l = 0; l < gen.info().num_layers; ++l)
-    for (Role r : kRoles) EXPECT_TRUE(same_bytes(back->read(l, r), gen.read(l, r))) << l << " " << role_name(r);
+    for (Role r : kRoles)
+      EXPECT_TRUE(same_bytes(back->read(l, r), gen.read(l, r))) << l << " " << role_name(r);
   std::remove(path.c_str());
 }
 
@@ -366,14 +374,16 @@ TEST(SyntheticRng, GaussianMomentsAndHelpers) {
   for (uint64_t h : {0ull, ~0ull, 0xffffff0000000000ull, 0x000000ffffffffffull, 0xfffffe0000c00000ull}) {
     float a = NAN, b = NAN;
     synth::gauss_pair(h, a, b);
-    EXPECT_TRUE(std::isfinite(a) && std::isfinite(b) && std::fabs(a) < 6 && std::fabs(b) < 6) << std::hex << h;
+    EXPECT_TRUE(std::isfinite(a) && std::isfinite(b) && std::fabs(a) < 6 && std::fabs(b) < 6)
+        << std::hex << h;
   }
   for (float u = 1e-7f; u < 1.0f; u *= 1.37f) {
     EXPECT_NEAR(synth::portable_log(u), std::log(u), 2e-6 * std::fabs(std::log(u)) + 1e-7) << u;
     const float y = -2.0f * std::log(u);
     EXPECT_NEAR(synth::portable_sqrt(y), std::sqrt(y), 2e-7 * std::sqrt(y)) << y;
   }
-  for (float x = -2.0f; x <= 2.0f; x += 0.01f) EXPECT_NEAR(synth::portable_exp_small(x), std::exp(x), 1e-6 * std::exp(x));
+  for (float x = -2.0f; x <= 2.0f; x += 0.01f)
+    EXPECT_NEAR(synth::portable_exp_small(x), std::exp(x), 1e-6 * std::exp(x));
 }
 
 }  // namespace

@@ -17,8 +17,8 @@
 namespace {
 
 using namespace kvlab;
-using ::testing::HasSubstr;
 using kvtest::message_of;
+using ::testing::HasSubstr;
 
 std::string fixture(const std::string& name) { return std::string(KVLAB_TEST_DATA) + "/torch/" + name; }
 
@@ -38,7 +38,8 @@ bool built_with_torch() {
 class TorchDump : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!built_with_torch()) GTEST_SKIP() << "kvlab was built without libtorch (install libtorch-dev to run these)";
+    if (!built_with_torch())
+      GTEST_SKIP() << "kvlab was built without libtorch (install libtorch-dev to run these)";
   }
 };
 

@@ -21,15 +21,17 @@ struct Case {
 };
 
 Case make_case(int64_t Hq, int64_t Hkv, int64_t T, int64_t D, uint32_t seed, const char* queries = "all") {
-  Case c{evtest::normal({Hq, T, D}, seed, 0.5f), evtest::keys({Hkv, T, D}, seed + 1), evtest::normal({Hkv, T, D}, seed + 2),
+  Case c{evtest::normal({Hq, T, D}, seed, 0.5f),
+         evtest::keys({Hkv, T, D}, seed + 1),
+         evtest::normal({Hkv, T, D}, seed + 2),
          {}};
   c.pos = kvlab::select_queries(kvlab::parse_queries(queries), T);
   return c;
 }
 
 // Relative agreement of every metric with the oracle, head by head.
-void expect_matches_oracle(const Case& c, const Reconstruction& r, const AttnStats& got, int64_t h, double tol,
-                           const std::string& what) {
+void expect_matches_oracle(const Case& c, const Reconstruction& r, const AttnStats& got, int64_t h,
+                           double tol, const std::string& what) {
   const AttnStats want = evtest::errors(c.q, c.k, c.v, r.k, r.v, h, c.pos);
   EXPECT_EQ(got.queries, want.queries);
   EXPECT_EQ(got.score_count, want.score_count);
@@ -45,7 +47,8 @@ TEST(AttentionErrors, PresetsMatchDoubleLoop) {
   const Case c = make_case(4, 2, 320, 32, 11);
   std::vector<Reconstruction> caches;
   const std::vector<std::string> names = {"int8", "kivi-4", "kivi-2", "kitty:group=64,sink=8,residual=32"};
-  for (const auto& n : names) caches.push_back(kvlab::apply_method(kvlab::parse_method(n), c.k.view(), c.v.view()));
+  for (const auto& n : names)
+    caches.push_back(kvlab::apply_method(kvlab::parse_method(n), c.k.view(), c.v.view()));
   const auto got = kvlab::attention_errors(c.q.view(), c.k.view(), c.v.view(), caches, c.pos, {32, 64});
   ASSERT_EQ(got.size(), names.size());
   for (size_t m = 0; m < names.size(); ++m)
@@ -88,7 +91,8 @@ TEST(AttentionErrors, FarApartDistributionsMatchDoubleLoop) {
   std::normal_distribution<float> nd(0.0f, 1.0f);
   for (auto& x : moved.k.data) x += nd(rng);
   for (auto& x : flipped.k.data) x *= -4.0f;
-  const auto got = kvlab::attention_errors(c.q.view(), c.k.view(), c.v.view(), {moved, flipped}, c.pos, {16, 64});
+  const auto got =
+      kvlab::attention_errors(c.q.view(), c.k.view(), c.v.view(), {moved, flipped}, c.pos, {16, 64});
   for (int64_t h = 0; h < 2; ++h) {
     for (int m = 0; m < 2; ++m) {
       const Reconstruction& r = m ? flipped : moved;
@@ -125,7 +129,8 @@ TEST(AttentionErrors, TileSizesAgree) {
   const Case c = make_case(2, 1, 300, 32, 14);
   const Reconstruction r = kvlab::apply_method(kvlab::parse_method("kivi-2"), c.k.view(), c.v.view());
   const auto base = kvlab::attention_errors(c.q.view(), c.k.view(), c.v.view(), {r}, c.pos, {64, 256});
-  for (kvlab::AttentionTiles t : {kvlab::AttentionTiles{1, 1}, kvlab::AttentionTiles{5, 17}, kvlab::AttentionTiles{300, 300}}) {
+  for (kvlab::AttentionTiles t :
+       {kvlab::AttentionTiles{1, 1}, kvlab::AttentionTiles{5, 17}, kvlab::AttentionTiles{300, 300}}) {
     const auto got = kvlab::attention_errors(c.q.view(), c.k.view(), c.v.view(), {r}, c.pos, t);
     for (int64_t h = 0; h < 2; ++h) {
       const AttnStats &a = got[0][h], &b = base[0][h];

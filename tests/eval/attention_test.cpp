@@ -26,7 +26,8 @@ std::vector<int64_t> all(int64_t T) { return kvlab::select_queries({}, T); }
 // max |a - b| / max |b|
 double rel_diff(const std::vector<float>& a, const std::vector<double>& b) {
   double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) num = std::max(num, std::fabs(a[i] - b[i])), den = std::max(den, std::fabs(b[i]));
+  for (size_t i = 0; i < a.size(); ++i)
+    num = std::max(num, std::fabs(a[i] - b[i])), den = std::max(den, std::fabs(b[i]));
   return num / den;
 }
 
@@ -42,7 +43,8 @@ TEST(Attention, MatchesDoubleLoop) {
 TEST(Attention, GqaMapsQueryHeadToKvHeadByDivision) {
   // Hq = 6, Hkv = 3: heads 0,1 -> 0; 2,3 -> 1; 4,5 -> 2 (a modulo mapping would give 0,1,2,0,1,2).
   auto in = inputs(6, 3, 64, 16, 2);
-  for (int64_t i = 0; i < 64 * 16; ++i) in.v.data[64 * 16 * 1 + i] += 5.0f, in.v.data[64 * 16 * 2 + i] -= 5.0f;
+  for (int64_t i = 0; i < 64 * 16; ++i)
+    in.v.data[64 * 16 * 1 + i] += 5.0f, in.v.data[64 * 16 * 2 + i] -= 5.0f;
   const auto pos = all(64);
   const Tensor o = kvlab::attention(in.q.view(), in.k.view(), in.v.view(), pos);
   const auto ref = evtest::attention(in.q, in.k, in.v, pos);
@@ -94,12 +96,14 @@ TEST(Attention, TileSizesAgreeToFp32Rounding) {
   const auto pos = all(T);
   const auto ref = evtest::attention(in.q, in.k, in.v, pos);
   const Tensor base = kvlab::attention(in.q.view(), in.k.view(), in.v.view(), pos, {64, 256});
-  for (AttentionTiles t : {AttentionTiles{1, 1}, AttentionTiles{7, 13}, AttentionTiles{64, 512}, AttentionTiles{400, 400}}) {
+  for (AttentionTiles t :
+       {AttentionTiles{1, 1}, AttentionTiles{7, 13}, AttentionTiles{64, 512}, AttentionTiles{400, 400}}) {
     const Tensor o = kvlab::attention(in.q.view(), in.k.view(), in.v.view(), pos, t);
     // Stated bound: 2e-6 of the largest output, the same as against the double loop.
     EXPECT_LT(rel_diff(o.data, ref), 2e-6) << t.query_tile << "x" << t.key_tile;
     double worst = 0;
-    for (size_t i = 0; i < o.data.size(); ++i) worst = std::max(worst, (double)std::fabs(o.data[i] - base.data[i]));
+    for (size_t i = 0; i < o.data.size(); ++i)
+      worst = std::max(worst, (double)std::fabs(o.data[i] - base.data[i]));
     EXPECT_LT(worst, 1e-5) << t.query_tile << "x" << t.key_tile;
   }
 }

@@ -40,7 +40,8 @@ inline Tensor keys(std::vector<int64_t> shape, uint32_t seed) {
 
 struct Dims {
   int64_t Hq, Hkv, T, D;
-  explicit Dims(const Tensor& q, const Tensor& k) : Hq(q.shape[0]), Hkv(k.shape[0]), T(k.shape[1]), D(k.shape[2]) {}
+  explicit Dims(const Tensor& q, const Tensor& k)
+      : Hq(q.shape[0]), Hkv(k.shape[0]), T(k.shape[1]), D(k.shape[2]) {}
   int64_t kv_of(int64_t h) const { return h / (Hq / Hkv); }
 };
 
@@ -51,7 +52,8 @@ inline std::vector<double> logits(const Tensor& q, const Tensor& k, int64_t h, i
   std::vector<double> l(t + 1);
   for (int64_t s = 0; s <= t; ++s) {
     double dot = 0;
-    for (int64_t c = 0; c < d.D; ++c) dot += (double)q.data[(h * d.T + t) * d.D + c] * k.data[(g * d.T + s) * d.D + c];
+    for (int64_t c = 0; c < d.D; ++c)
+      dot += (double)q.data[(h * d.T + t) * d.D + c] * k.data[(g * d.T + s) * d.D + c];
     l[s] = dot / std::sqrt((double)d.D);
   }
   return l;
@@ -64,7 +66,8 @@ inline double logsumexp(const std::vector<double>& l) {
   return m + std::log(z);
 }
 
-inline std::vector<double> output(const std::vector<double>& p, const Tensor& v, int64_t g, int64_t T, int64_t D) {
+inline std::vector<double> output(const std::vector<double>& p, const Tensor& v, int64_t g, int64_t T,
+                                  int64_t D) {
   std::vector<double> o(D, 0.0);
   for (size_t s = 0; s < p.size(); ++s)
     for (int64_t c = 0; c < D; ++c) o[c] += p[s] * v.data[(g * T + s) * D + c];
@@ -72,7 +75,8 @@ inline std::vector<double> output(const std::vector<double>& p, const Tensor& v,
 }
 
 // Reference outputs (Hq, N, D) in double.
-inline std::vector<double> attention(const Tensor& q, const Tensor& k, const Tensor& v, const std::vector<int64_t>& pos) {
+inline std::vector<double> attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                     const std::vector<int64_t>& pos) {
   const Dims d(q, k);
   std::vector<double> out;
   for (int64_t h = 0; h < d.Hq; ++h)
@@ -97,8 +101,8 @@ inline std::vector<int64_t> top(const std::vector<double>& l, int k) {
 }
 
 // The metrics of one query head, from their definitions.
-inline kvlab::AttnStats errors(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& kh, const Tensor& vh,
-                               int64_t h, const std::vector<int64_t>& pos) {
+inline kvlab::AttnStats errors(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& kh,
+                               const Tensor& vh, int64_t h, const std::vector<int64_t>& pos) {
   const Dims d(q, k);
   const int64_t g = d.kv_of(h);
   kvlab::AttnStats s;
@@ -113,7 +117,8 @@ inline kvlab::AttnStats errors(const Tensor& q, const Tensor& k, const Tensor& v
       kl += p[j] * ((l[j] - lse) - (lh[j] - lseh));
     }
     const auto o = output(p, v, g, d.T, d.D), oh = output(ph, vh, g, d.T, d.D);
-    for (int64_t c = 0; c < d.D; ++c) s.out_sq_err += (o[c] - oh[c]) * (o[c] - oh[c]), s.out_sq_ref += o[c] * o[c];
+    for (int64_t c = 0; c < d.D; ++c)
+      s.out_sq_err += (o[c] - oh[c]) * (o[c] - oh[c]), s.out_sq_ref += o[c] * o[c];
     const auto a = top(l, kvlab::kTopK), b = top(lh, kvlab::kTopK);
     int shared = 0;
     for (int64_t x : a) shared += std::count(b.begin(), b.end(), x);

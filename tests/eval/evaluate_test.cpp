@@ -62,7 +62,8 @@ TEST(Evaluate, AgreesWithWholeTensorMethodsAndAttentionErrors) {
   for (int64_t l = 0; l < 2; ++l) {
     const auto& x = f.layers[l];
     std::vector<kvlab::Reconstruction> caches;
-    for (const auto& n : names) caches.push_back(kvlab::apply_method(kvlab::parse_method(n), x.k.view(), x.v.view()));
+    for (const auto& n : names)
+      caches.push_back(kvlab::apply_method(kvlab::parse_method(n), x.k.view(), x.v.view()));
     const auto want = kvlab::attention_errors(x.q.view(), x.k.view(), x.v.view(), caches, pos);
     for (size_t m = 0; m < names.size(); ++m) {
       const auto& le = r.methods[m].layers[l];
@@ -81,7 +82,8 @@ TEST(Evaluate, AgreesWithWholeTensorMethodsAndAttentionErrors) {
         double se = 0, mx = 0;
         for (int64_t t = sc.key_begin; t < sc.key_end; ++t)
           for (int64_t c = 0; c < 32; ++c) {
-            const double d = (double)x.k.data[(g * 300 + t) * 32 + c] - caches[m].k.data[(g * 300 + t) * 32 + c];
+            const double d =
+                (double)x.k.data[(g * 300 + t) * 32 + c] - caches[m].k.data[(g * 300 + t) * 32 + c];
             se += d * d, mx = std::max(mx, std::fabs(d));
           }
         EXPECT_EQ(le.key[g].count, (sc.key_end - sc.key_begin) * 32);
@@ -128,11 +130,11 @@ TEST(Evaluate, AggregatesAsDocumented) {
     for (const auto& k : le.key) kse += k.sq_err, kcount += k.count;
   }
   EXPECT_EQ(queries, 3 * 4 * 50);
-  EXPECT_EQ(count, 3 * 4 * (151 + 200) * 50 / 2);  // positions 150..199 see t + 1 keys
-  EXPECT_DOUBLE_EQ(m.attn.score_mse(), se / count);                 // mean over all valid entries
-  EXPECT_DOUBLE_EQ(m.attn.out_rel_err(), std::sqrt(err / ref));     // pooled over heads and layers
-  EXPECT_DOUBLE_EQ(m.attn.kl(), kl / queries);                      // mean over all queries
-  EXPECT_DOUBLE_EQ(m.key.mse(), kse / kcount);                      // mean over quantized elements
+  EXPECT_EQ(count, 3 * 4 * (151 + 200) * 50 / 2);                // positions 150..199 see t + 1 keys
+  EXPECT_DOUBLE_EQ(m.attn.score_mse(), se / count);              // mean over all valid entries
+  EXPECT_DOUBLE_EQ(m.attn.out_rel_err(), std::sqrt(err / ref));  // pooled over heads and layers
+  EXPECT_DOUBLE_EQ(m.attn.kl(), kl / queries);                   // mean over all queries
+  EXPECT_DOUBLE_EQ(m.key.mse(), kse / kcount);                   // mean over quantized elements
 }
 
 TEST(Evaluate, Fp16OnHalfDumpIsExactlyZeroAndFp32DumpIsNearlyZero) {
@@ -255,7 +257,8 @@ class MissingValues final : public kvlab::DumpReader {
  public:
   MissingValues() {
     info_.model = "test";
-    info_.num_layers = 2, info_.num_q_heads = 2, info_.num_kv_heads = 1, info_.head_dim = 8, info_.tokens = 32;
+    info_.num_layers = 2, info_.num_q_heads = 2, info_.num_kv_heads = 1, info_.head_dim = 8,
+    info_.tokens = 32;
   }
   const kvlab::DumpInfo& info() const override { return info_; }
   const std::string& path() const override { return path_; }
@@ -306,7 +309,8 @@ TEST(Evaluate, BuiltInDumpMatchesDoubleLoop) {
   const auto& in = dump->info();
   const EvalShape shape{in.num_layers, in.num_q_heads, in.num_kv_heads, in.head_dim, in.tokens};
   auto load = [&](int64_t l) {
-    return LayerQKV{dump->read(l, kvlab::Role::q), dump->read(l, kvlab::Role::k), dump->read(l, kvlab::Role::v)};
+    return LayerQKV{dump->read(l, kvlab::Role::q), dump->read(l, kvlab::Role::k),
+                    dump->read(l, kvlab::Role::v)};
   };
   const EvalResult r = kvlab::evaluate(shape, load, {});
   const auto pos = kvlab::select_queries({}, in.tokens);
@@ -315,7 +319,8 @@ TEST(Evaluate, BuiltInDumpMatchesDoubleLoop) {
     for (int64_t l = 0; l < in.num_layers; ++l) {
       const LayerQKV x = load(l);
       const auto c = kvlab::apply_method(m.method, x.k.view(), x.v.view());
-      for (int64_t h = 0; h < in.num_q_heads; ++h) want.merge(evtest::errors(x.q, x.k, x.v, c.k, c.v, h, pos));
+      for (int64_t h = 0; h < in.num_q_heads; ++h)
+        want.merge(evtest::errors(x.q, x.k, x.v, c.k, c.v, h, pos));
     }
     EXPECT_NEAR(m.attn.score_mse(), want.score_mse(), 1e-5 * want.score_mse()) << m.name;
     EXPECT_NEAR(m.attn.kl(), want.kl(), 1e-5 * want.kl()) << m.name;

@@ -23,7 +23,8 @@ kvlab::EvalResult small_result() {
   kvlab::EvalOptions o;
   o.methods = {"kivi:kbits=2,vbits=2,group=32,residual=32", "fp16", "int8"};
   o.queries = kvlab::parse_queries("last:40");
-  return kvlab::evaluate(shape, [&](int64_t l) { return layers[l]; }, o);
+  return kvlab::evaluate(
+      shape, [&](int64_t l) { return layers[l]; }, o);
 }
 
 std::string python() {
@@ -33,7 +34,9 @@ std::string python() {
 
 // Runs `script` with the JSON file as argv[1]; returns its exit status and output.
 std::pair<int, std::string> run_python(const std::string& script, const std::string& json_path) {
-  const std::string py = (std::filesystem::temp_directory_path() / ("kvlab_eval_check_" + std::to_string(getpid()) + ".py")).string();
+  const std::string py =
+      (std::filesystem::temp_directory_path() / ("kvlab_eval_check_" + std::to_string(getpid()) + ".py"))
+          .string();
   std::ofstream(py) << script;
   const std::string cmd = python() + " " + py + " " + json_path + " 2>&1";
   std::string out;
@@ -49,7 +52,8 @@ TEST(EvalReport, JsonParsesAndFollowsTheSchema) {
   if (!std::filesystem::exists(python())) GTEST_SKIP() << "no python at " << python();
   const kvlab::EvalResult r = small_result();
   const std::string path =
-      (std::filesystem::temp_directory_path() / ("kvlab_eval_" + std::to_string(getpid()) + ".json")).string();
+      (std::filesystem::temp_directory_path() / ("kvlab_eval_" + std::to_string(getpid()) + ".json"))
+          .string();
   {
     std::ofstream f(path);
     kvlab::write_eval_json(f, r, {"dir/with \"quotes\"\\and\ttab.h5", "model\nname"});
@@ -106,9 +110,10 @@ TEST(EvalReport, CsvHasOneRowPerMethodLayerAndHead) {
   std::istringstream is(os.str());
   std::string line;
   std::getline(is, line);
-  EXPECT_EQ(line,
-            "method,spec,layer,q_head,kv_head,bits_per_element,key_bits_per_element,value_bits_per_element,key_mse,"
-            "key_max_abs,value_mse,value_max_abs,attn_score_mse,attn_output_rel_err,kl,topk_overlap");
+  EXPECT_EQ(
+      line,
+      "method,spec,layer,q_head,kv_head,bits_per_element,key_bits_per_element,value_bits_per_element,key_mse,"
+      "key_max_abs,value_mse,value_max_abs,attn_score_mse,attn_output_rel_err,kl,topk_overlap");
   int rows = 0, method_rows = 0;
   while (std::getline(is, line)) {
     ++rows;

@@ -20,7 +20,8 @@ TEST(Queries, ParseAndPrint) {
   EXPECT_EQ(kvlab::parse_queries("all"), QuerySelection{});
   EXPECT_EQ(kvlab::parse_queries("last:256"), (QuerySelection{QuerySelection::Mode::Last, 256}));
   EXPECT_EQ(kvlab::parse_queries("stride:8"), (QuerySelection{QuerySelection::Mode::Stride, 8}));
-  for (const char* s : {"all", "last:1", "stride:64"}) EXPECT_EQ(kvlab::to_string(kvlab::parse_queries(s)), s);
+  for (const char* s : {"all", "last:1", "stride:64"})
+    EXPECT_EQ(kvlab::to_string(kvlab::parse_queries(s)), s);
 }
 
 TEST(Queries, Positions) {
@@ -33,11 +34,13 @@ TEST(Queries, Positions) {
 }
 
 TEST(Queries, BadInput) {
-  EXPECT_NE(error_of([] { kvlab::parse_queries("first:3"); }).find("valid: all, last:N, stride:N"), std::string::npos);
+  EXPECT_NE(error_of([] { kvlab::parse_queries("first:3"); }).find("valid: all, last:N, stride:N"),
+            std::string::npos);
   EXPECT_NE(error_of([] { kvlab::parse_queries("last"); }).find("needs N"), std::string::npos);
   EXPECT_NE(error_of([] { kvlab::parse_queries("last:x"); }).find("'x' is not a non-negative integer"),
             std::string::npos);
-  EXPECT_NE(error_of([] { kvlab::parse_queries("last:-2"); }).find("not a non-negative integer"), std::string::npos);
+  EXPECT_NE(error_of([] { kvlab::parse_queries("last:-2"); }).find("not a non-negative integer"),
+            std::string::npos);
   EXPECT_NE(error_of([] { kvlab::parse_queries("stride:0"); }).find("N must be >= 1"), std::string::npos);
   // N larger than T.
   const std::string big = error_of([] { kvlab::select_queries(kvlab::parse_queries("last:11"), 10); });
@@ -73,14 +76,15 @@ TEST(MethodList, SpecsKeepTheirCommas) {
   EXPECT_EQ(kvlab::split_method_list("fp16,int8,kivi-4"), (V{"fp16", "int8", "kivi-4"}));
   EXPECT_EQ(kvlab::split_method_list("kivi-2,kitty:kbits=2,boost=0.25,int8:group=all,params=fp32,fp16"),
             (V{"kivi-2", "kitty:kbits=2,boost=0.25", "int8:group=all,params=fp32", "fp16"}));
-  EXPECT_NE(error_of([] { kvlab::split_method_list("kivi-2,,int8"); }).find("empty method name"), std::string::npos);
+  EXPECT_NE(error_of([] { kvlab::split_method_list("kivi-2,,int8"); }).find("empty method name"),
+            std::string::npos);
   EXPECT_NE(error_of([] { kvlab::split_method_list("kbits=2,kivi-2"); }).find("parameter without a method"),
             std::string::npos);
 }
 
 TEST(MethodList, DefaultIsTheSevenPresets) {
-  EXPECT_EQ(kvlab::default_eval_methods(),
-            (std::vector<std::string>{"fp16", "int8", "kivi-4", "kivi-2", "kivi-2-sink", "kitty", "kitty-pro"}));
+  EXPECT_EQ(kvlab::default_eval_methods(), (std::vector<std::string>{"fp16", "int8", "kivi-4", "kivi-2",
+                                                                     "kivi-2-sink", "kitty", "kitty-pro"}));
 }
 
 }  // namespace

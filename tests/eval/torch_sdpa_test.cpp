@@ -17,7 +17,8 @@ at::Tensor as_torch(const kvlab::Tensor& t) {
 
 // torch 1.13 (Debian) has the private at::_scaled_dot_product_attention; with is_causal it masks
 // keys after each query and returns (output, weights).
-std::tuple<at::Tensor, at::Tensor> sdpa(const kvlab::Tensor& q, const kvlab::Tensor& k, const kvlab::Tensor& v) {
+std::tuple<at::Tensor, at::Tensor> sdpa(const kvlab::Tensor& q, const kvlab::Tensor& k,
+                                        const kvlab::Tensor& v) {
   return at::_scaled_dot_product_attention(as_torch(q), as_torch(k), as_torch(v), {}, 0.0, true, true);
 }
 

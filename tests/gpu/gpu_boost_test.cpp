@@ -10,5 +10,6 @@ TEST(GpuBoost, RejectsProfilesWithoutKernels) {
   KVLAB_REQUIRE_GPU();
   std::vector<float> x(64 * 8, 1.0f);
   const kvlab::TensorView v{x.data(), kvlab::DType::F32, {64, 8}};
-  EXPECT_THROW(kvlab::gpu::quantize(v, kvlab::parse_quantizer("profile=kivi,bits=2,group=32")), std::invalid_argument);
+  EXPECT_THROW(kvlab::gpu::quantize(v, kvlab::parse_quantizer("profile=kivi,bits=2,group=32")),
+               std::invalid_argument);
 }

@@ -28,7 +28,7 @@ TEST(GpuFastq, EveryPresetMatchesCpu) {
     const auto rows = kvlab::gpu::validate(o);
     ASSERT_FALSE(rows.empty());
     for (const auto& r : rows)
-      EXPECT_EQ(r.mismatches, 0) << p << ": " << r.data << " " << r.format << " " << r.input << " (" << r.variant << ") "
-                                 << r.note;
+      EXPECT_EQ(r.mismatches, 0) << p << ": " << r.data << " " << r.format << " " << r.input << " ("
+                                 << r.variant << ") " << r.note;
   }
 }

@@ -8,10 +8,10 @@
 
 #include "kvlab_gpu/gpu.h"
 
-#define KVLAB_REQUIRE_GPU()                                             \
-  do {                                                                  \
-    const std::string why = kvlab::gpu::device_problem();               \
-    if (!why.empty()) GTEST_SKIP() << why << " (GPU test skipped)";     \
+#define KVLAB_REQUIRE_GPU()                                         \
+  do {                                                              \
+    const std::string why = kvlab::gpu::device_problem();           \
+    if (!why.empty()) GTEST_SKIP() << why << " (GPU test skipped)"; \
   } while (0)
 
 namespace kvlab::gpu::test {
@@ -46,7 +46,8 @@ inline std::vector<ValidationRow> rows_with(const std::string& needle) {
 inline void expect_exact(const std::vector<ValidationRow>& rows) {
   ASSERT_FALSE(rows.empty());
   for (const auto& r : rows)
-    EXPECT_EQ(r.mismatches, 0) << r.data << " " << r.format << " " << r.input << " (" << r.variant << ") " << r.note;
+    EXPECT_EQ(r.mismatches, 0) << r.data << " " << r.format << " " << r.input << " (" << r.variant << ") "
+                               << r.note;
 }
 
 }  // namespace kvlab::gpu::test

@@ -10,10 +10,10 @@
 namespace kvlab {
 
 enum class Selector {
-  Magnitude,  // per page, the k channels of largest sum |k| (Kitty's rule, as core ranks them)
-  Random,     // per page, k channels drawn uniformly (seeded)
-  Variance,   // per page, the k channels of largest variance
-  Oracle,     // the k channels of largest measured sensitivity (given per head), every page
+  Magnitude,        // per page, the k channels of largest sum |k| (Kitty's rule, as core ranks them)
+  Random,           // per page, k channels drawn uniformly (seeded)
+  Variance,         // per page, the k channels of largest variance
+  Oracle,           // the k channels of largest measured sensitivity (given per head), every page
   PrefixMagnitude,  // the k channels of largest mean |k| on a calibration prefix (given per
                     // head), every page: a static control that separates "measured
                     // sensitivity" from "chosen once per head" in the oracle's result
@@ -34,7 +34,7 @@ inline bool is_static(Selector s) { return s == Selector::Oracle || s == Selecto
 // scores (used by the static selectors Oracle and PrefixMagnitude; larger = boost first). Ties
 // go to the lower channel. Throws std::invalid_argument for k outside [0, D], G < 1, n not a
 // multiple of G, or a wrong number of static scores.
-std::vector<int32_t> select_boost_channels(Selector s, const Tensor& keys, int64_t G, int64_t k, uint64_t seed,
-                                           const std::vector<double>& static_scores = {});
+std::vector<int32_t> select_boost_channels(Selector s, const Tensor& keys, int64_t G, int64_t k,
+                                           uint64_t seed, const std::vector<double>& static_scores = {});
 
 }  // namespace kvlab

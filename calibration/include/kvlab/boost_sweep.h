@@ -22,15 +22,17 @@
 namespace kvlab {
 
 struct SweepOptions {
-  std::string method = "kitty";   // base Kitty spec; its boost is replaced by each rate
+  std::string method = "kitty";  // base Kitty spec; its boost is replaced by each rate
   std::vector<double> rates{0, 0.0625, 0.125, 0.25, 0.5, 1};  // boost rates, each in [0, 1]
-  std::vector<Selector> selectors{Selector::Magnitude, Selector::Random, Selector::Variance, Selector::Oracle};
-  int seeds = 5;                  // random: seeds 0 .. seeds-1
-  int64_t calib_tokens = 0;       // oracle's calibration prefix; 0: T / 2
-  int64_t calib_queries = 256;    // the oracle's sensitivity uses the prefix's last N queries
-  QuerySelection queries{QuerySelection::Mode::Last, 0};  // evaluation queries; last:0 = last min(256, T - calib)
+  std::vector<Selector> selectors{Selector::Magnitude, Selector::Random, Selector::Variance,
+                                  Selector::Oracle};
+  int seeds = 5;                // random: seeds 0 .. seeds-1
+  int64_t calib_tokens = 0;     // oracle's calibration prefix; 0: T / 2
+  int64_t calib_queries = 256;  // the oracle's sensitivity uses the prefix's last N queries
+  QuerySelection queries{QuerySelection::Mode::Last,
+                         0};  // evaluation queries; last:0 = last min(256, T - calib)
   LayerRange layers;
-  int threads = 0;                // OpenMP threads; 0: the OpenMP default
+  int threads = 0;  // OpenMP threads; 0: the OpenMP default
   std::function<void(const EvalProgress&)> progress;
 };
 
@@ -38,10 +40,10 @@ struct SweepOptions {
 struct SweepRow {
   Selector selector = Selector::Magnitude;
   double rate = 0;
-  int seed = -1;       // random: the seed; -1 for the deterministic selectors
-  int64_t boost_k = 0; // boosted channels per page
+  int seed = -1;        // random: the seed; -1 for the deterministic selectors
+  int64_t boost_k = 0;  // boosted channels per page
   AttnStats attn;
-  Bits bits;           // bits per element (core's accounting; the same for every selector)
+  Bits bits;  // bits per element (core's accounting; the same for every selector)
 };
 
 // Mean and spread of a selector at a rate over its seeds (one row for deterministic selectors).
@@ -57,10 +59,10 @@ struct SweepSummary {
 
 struct SweepResult {
   EvalShape shape;
-  std::string method;               // canonical base spec
+  std::string method;  // canonical base spec
   LayerRange layers;
   int64_t calib_tokens = 0, num_queries = 0, first_query = 0;
-  std::vector<SweepRow> rows;       // selector-major, then rate, then seed
+  std::vector<SweepRow> rows;  // selector-major, then rate, then seed
   std::vector<SweepSummary> summary;
   double seconds = 0;
 };

@@ -19,15 +19,15 @@ const char* to_string(KMeansInit i);                 // "random", "kmeans++", "f
 KMeansInit parse_kmeans_init(const std::string& s);  // throws std::invalid_argument listing them
 
 struct KMeansParams {
-  int64_t k = 256;                   // number of centroids
-  int iters = 20;                    // Lloyd iterations (centroid updates)
-  int restarts = 1;                  // independent runs; the lowest final objective is kept
-  uint64_t seed = 1234;              // restart r draws from seed + r * 15486557
+  int64_t k = 256;       // number of centroids
+  int iters = 20;        // Lloyd iterations (centroid updates)
+  int restarts = 1;      // independent runs; the lowest final objective is kept
+  uint64_t seed = 1234;  // restart r draws from seed + r * 15486557
   KMeansInit init = KMeansInit::Random;
-  int64_t max_points_per_centroid = 0;  // > 0: train on a random sample of k * this many points
-                                        // (opt-in; 0 uses every point, unlike faiss's 256)
+  int64_t max_points_per_centroid = 0;       // > 0: train on a random sample of k * this many points
+                                             // (opt-in; 0 uses every point, unlike faiss's 256)
   KMeansSplit split = KMeansSplit::Largest;  // empty-cluster rule
-  int threads = 0;                   // OpenMP threads; 0: the OpenMP default
+  int threads = 0;                           // OpenMP threads; 0: the OpenMP default
 };
 
 struct KMeansIterStats {
@@ -40,14 +40,14 @@ struct KMeansIterStats {
 
 struct KMeansResult {
   int64_t k = 0, d = 0, n = 0;
-  std::vector<float> centroids;            // k x d, row-major
-  std::vector<int32_t> assign;             // n: nearest final centroid (lowest index on ties)
-  std::vector<KMeansIterStats> iterations; // of the kept restart
-  std::vector<double> restart_objectives;  // final objective of every restart
+  std::vector<float> centroids;             // k x d, row-major
+  std::vector<int32_t> assign;              // n: nearest final centroid (lowest index on ties)
+  std::vector<KMeansIterStats> iterations;  // of the kept restart
+  std::vector<double> restart_objectives;   // final objective of every restart
   int best_restart = 0;
-  int64_t trained_points = 0;              // < n only with max_points_per_centroid
-  double objective = 0;                    // sum of w * ||x - c(x)||^2 with the final centroids
-  double weight_sum = 0;                   // sum of w (n without weights)
+  int64_t trained_points = 0;  // < n only with max_points_per_centroid
+  double objective = 0;        // sum of w * ||x - c(x)||^2 with the final centroids
+  double weight_sum = 0;       // sum of w (n without weights)
   double mse() const { return weight_sum > 0 ? objective / weight_sum : 0; }  // per vector
 };
 
@@ -67,10 +67,11 @@ struct KMeansProblem {
   const float* weights = nullptr;  // optional
   const float* init = nullptr;     // optional k x d
 };
-std::vector<KMeansResult> kmeans_batch(const std::vector<KMeansProblem>& problems, const KMeansParams& params);
+std::vector<KMeansResult> kmeans_batch(const std::vector<KMeansProblem>& problems,
+                                       const KMeansParams& params);
 
 // Nearest centroid of each point (lowest index on ties) and the exact squared distance to it.
-void kmeans_assign(const float* x, int64_t n, int64_t d, const float* centroids, int64_t k,
-                   int32_t* assign, float* dist2 = nullptr, int threads = 0);
+void kmeans_assign(const float* x, int64_t n, int64_t d, const float* centroids, int64_t k, int32_t* assign,
+                   float* dist2 = nullptr, int threads = 0);
 
 }  // namespace kvlab

@@ -20,15 +20,15 @@
 namespace kvlab {
 
 struct SensitivityOptions {
-  int bits = 2;                         // code bits of the quantized channel
-  int group = 128;                      // G, tokens per channel group
-  int sink = 32;                        // S, leading tokens left exact
-  ParamType params = ParamType::F16;    // scale/zero storage (as the kitty preset)
-  Profile profile = Profile::Kvlab;     // arithmetic recipe
-  QuerySelection queries;               // query positions (default all)
-  LayerRange layers;                    // layers (default all)
-  int threads = 0;                      // OpenMP threads; 0: the OpenMP default
-  bool naive = false;                   // recompute every logit (the reference; D times slower)
+  int bits = 2;                                       // code bits of the quantized channel
+  int group = 128;                                    // G, tokens per channel group
+  int sink = 32;                                      // S, leading tokens left exact
+  ParamType params = ParamType::F16;                  // scale/zero storage (as the kitty preset)
+  Profile profile = Profile::Kvlab;                   // arithmetic recipe
+  QuerySelection queries;                             // query positions (default all)
+  LayerRange layers;                                  // layers (default all)
+  int threads = 0;                                    // OpenMP threads; 0: the OpenMP default
+  bool naive = false;                                 // recompute every logit (the reference; D times slower)
   std::function<void(const EvalProgress&)> progress;  // after each layer
 };
 
@@ -49,14 +49,14 @@ struct SensitivityRow {
 // mean of attn_score_mse over the KV head's query heads.
 struct RankingRow {
   int64_t layer = 0, kv_head = 0;
-  double spearman = 0;           // Spearman rho of mean_abs against sensitivity (NaN: a constant side)
-  std::vector<int64_t> ks;       // D/16, D/8, D/4
-  std::vector<double> recall;    // |top-k sensitive & top-k magnitude| / k (NaN where k = 0)
+  double spearman = 0;         // Spearman rho of mean_abs against sensitivity (NaN: a constant side)
+  std::vector<int64_t> ks;     // D/16, D/8, D/4
+  std::vector<double> recall;  // |top-k sensitive & top-k magnitude| / k (NaN where k = 0)
 };
 
 struct SensitivityResult {
   EvalShape shape;
-  LayerRange layers;             // resolved
+  LayerRange layers;  // resolved
   int64_t num_queries = 0;
   int64_t key_begin = 0, key_end = 0;  // the quantized token range
   std::vector<SensitivityRow> rows;    // by layer, kv_head, q_head, channel
@@ -66,7 +66,8 @@ struct SensitivityResult {
 
 // Throws std::invalid_argument naming the parameter: bits outside 1..8, group < 1, sink < 0,
 // T < sink + group (no channel would be quantized), layers or queries out of range.
-SensitivityResult channel_sensitivity(const EvalShape& shape, const LayerLoader& load, const SensitivityOptions& o);
+SensitivityResult channel_sensitivity(const EvalShape& shape, const LayerLoader& load,
+                                      const SensitivityOptions& o);
 
 // One layer: q (Hq, T, D), k (Hkv, T, D) fp32. Appends to rows (order as in the result).
 void layer_sensitivity(int64_t layer, const Tensor& q, const Tensor& k, const std::vector<int64_t>& positions,
@@ -76,7 +77,7 @@ void layer_sensitivity(int64_t layer, const Tensor& q, const Tensor& k, const st
 std::vector<ChannelStats> channel_stats(const float* k, int64_t D, int64_t begin, int64_t end);
 
 // Sensitivity per (kv head, channel) averaged over query heads, from rows of one layer.
-std::vector<RankingRow> rank_layer(const std::vector<SensitivityRow>& rows, int64_t layer, int64_t num_kv_heads,
-                                   int64_t head_dim);
+std::vector<RankingRow> rank_layer(const std::vector<SensitivityRow>& rows, int64_t layer,
+                                   int64_t num_kv_heads, int64_t head_dim);
 
 }  // namespace kvlab

@@ -43,7 +43,9 @@ struct VQCodebooks {
   const float* book(int stage, int64_t group) const {
     return &data[((int64_t)stage * groups() + group) * spec.entries() * spec.vec];
   }
-  float* book(int stage, int64_t group) { return &data[((int64_t)stage * groups() + group) * spec.entries() * spec.vec]; }
+  float* book(int stage, int64_t group) {
+    return &data[((int64_t)stage * groups() + group) * spec.entries() * spec.vec];
+  }
 };
 
 // Train on x (T x D fp32): stage by stage, all groups of a stage as one k-means batch. Entries

@@ -20,8 +20,8 @@ std::vector<uint8_t> vq_reorder(VQCodebooks& cb, std::vector<int64_t>& usage, ui
 
 // How one frequency-sorted codebook fills a register / shared-memory / global hierarchy.
 struct CacheLevels {
-  int64_t entries = 0, hot = 0;   // hot: used more than mean + 3 sigma of the counts
-  std::vector<double> coverage;   // coverage[i]: share of lookups served by entries 0..i
+  int64_t entries = 0, hot = 0;     // hot: used more than mean + 3 sigma of the counts
+  std::vector<double> coverage;     // coverage[i]: share of lookups served by entries 0..i
   int64_t n_reg = 0, n_shared = 0;  // entries in registers; in shared memory after them
   double share_reg = 0, share_shared = 0, share_global = 0;  // shares of lookups per level
 };

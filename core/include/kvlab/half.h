@@ -52,7 +52,7 @@ KV_HD uint16_t float_to_half_soft(float f) {
   const uint32_t a = u & 0x7fffffffu;
   if (a >= 0x7f800000u) return (uint16_t)(sign | 0x7c00u | (a > 0x7f800000u ? 0x200u : 0u));
   if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);  // >= 65520 rounds to inf
-  if (a < 0x38800000u) {  // below 2^-14: subnormal half (or zero)
+  if (a < 0x38800000u) {                                    // below 2^-14: subnormal half (or zero)
     if (a < 0x33000000u) return sign;  // < 2^-25 rounds to zero (2^-25 ties to even zero)
     const uint32_t e = a >> 23;
     const uint32_t m = (a & 0x7fffffu) | 0x800000u;

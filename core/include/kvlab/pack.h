@@ -30,7 +30,9 @@ KV_HD uint32_t get_code(const uint8_t* row, int64_t i, int bits) {
 // of a run of 32/bits codes lands at bits [j*bits, (j+1)*bits) of a 32-bit word, i.e. the
 // little-endian word holds stream bytes 4w..4w+3 exactly as put_code writes them (likewise a
 // byte for 8/bits codes). Codes must already fit in `bits` bits.
-KV_HD uint32_t pack_code_into(uint32_t word, int j, int bits, uint32_t code) { return word | (code << (j * bits)); }
+KV_HD uint32_t pack_code_into(uint32_t word, int j, int bits, uint32_t code) {
+  return word | (code << (j * bits));
+}
 template <int BITS, int N>
 KV_HD uint32_t pack_codes(const uint32_t (&codes)[N]) {
   static_assert(BITS * N <= 32, "pack_codes: more bits than a word");
@@ -42,7 +44,9 @@ KV_HD uint32_t pack_codes(const uint32_t (&codes)[N]) {
   return w;
 }
 // Code j of a packed word (the inverse of pack_codes).
-KV_HD uint32_t word_code(uint32_t word, int j, int bits) { return (word >> (j * bits)) & ((1u << bits) - 1u); }
+KV_HD uint32_t word_code(uint32_t word, int j, int bits) {
+  return (word >> (j * bits)) & ((1u << bits) - 1u);
+}
 
 // Pack n codes into a zeroed row.
 inline void pack_row(const uint8_t* codes, int64_t n, int bits, uint8_t* row) {

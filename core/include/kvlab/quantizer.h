@@ -18,19 +18,19 @@ namespace kvlab {
 // scale/zero hold fp32 values; with params=fp16 each is exactly an fp16 value.
 struct QuantizedTensor {
   QuantizerSpec spec;
-  std::vector<int64_t> shape;       // the input shape (..., T, D)
-  int group = 0;                    // resolved group size (kWholeAxis replaced by the axis length)
-  int boost_k = 0;                  // boosted channels per page
-  std::vector<uint8_t> codes;       // packed codes (boost: the low plane)
-  std::vector<float> scale;         // one per group
-  std::vector<float> zero;          // one per group (asym only; empty for sym)
-  std::vector<uint8_t> high;        // boost: high 2 bits of the boosted channels' codes
-  std::vector<uint8_t> boost_index; // boost: channel -> slot in `high`, kNotBoosted otherwise
+  std::vector<int64_t> shape;        // the input shape (..., T, D)
+  int group = 0;                     // resolved group size (kWholeAxis replaced by the axis length)
+  int boost_k = 0;                   // boosted channels per page
+  std::vector<uint8_t> codes;        // packed codes (boost: the low plane)
+  std::vector<float> scale;          // one per group
+  std::vector<float> zero;           // one per group (asym only; empty for sym)
+  std::vector<uint8_t> high;         // boost: high 2 bits of the boosted channels' codes
+  std::vector<uint8_t> boost_index;  // boost: channel -> slot in `high`, kNotBoosted otherwise
 
   int64_t slices() const;  // N
   int64_t tokens() const { return shape[shape.size() - 2]; }
   int64_t dims() const { return shape.back(); }
-  int64_t pages() const;   // boost: ceil(T / G)
+  int64_t pages() const;  // boost: ceil(T / G)
 };
 
 constexpr uint8_t kNotBoosted = 0xFF;
@@ -43,7 +43,8 @@ QuantizedTensor quantize(const TensorView& x, const QuantizerSpec& spec);
 // (slice, page), row n * P + p, in any order. The bytes are what quantize() writes when its own
 // ranking picks the same channels. Throws std::invalid_argument for a spec without boost, a
 // wrong count, or a channel out of range or repeated.
-QuantizedTensor quantize(const TensorView& x, const QuantizerSpec& spec, const std::vector<int32_t>& boost_channels);
+QuantizedTensor quantize(const TensorView& x, const QuantizerSpec& spec,
+                         const std::vector<int32_t>& boost_channels);
 
 // Integer codes in the input's layout (..., T, D); boosted channels carry their full code.
 std::vector<uint8_t> unpack_codes(const QuantizedTensor& q);

@@ -4,9 +4,9 @@
 
 namespace kvlab {
 
-enum class Scheme { Asym, Sym };           // asym: zero = group minimum; sym: absmax, no zero
-enum class Axis { Channel, Token };        // channel: a group is G tokens of one channel
-enum class ParamType { F32, F16 };         // storage of scales and zeros
+enum class Scheme { Asym, Sym };               // asym: zero = group minimum; sym: absmax, no zero
+enum class Axis { Channel, Token };            // channel: a group is G tokens of one channel
+enum class ParamType { F32, F16 };             // storage of scales and zeros
 enum class Profile { Kvlab, Kivi, KittySim };  // which arithmetic recipe (see docs/FORMATS.md)
 
 constexpr int kWholeAxis = -1;  // group size meaning "the whole grouped axis"

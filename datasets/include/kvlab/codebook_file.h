@@ -9,22 +9,22 @@
 namespace kvlab {
 
 struct CodebookFile {
-  std::string spec;                 // canonical VQ spec, e.g. "CQ-4c8b"
+  std::string spec;  // canonical VQ spec, e.g. "CQ-4c8b"
   int64_t vec = 0, bits = 0, stages = 0;
-  int64_t first_layer = 0;          // the books cover layers first_layer .. first_layer + num_layers - 1
+  int64_t first_layer = 0;  // the books cover layers first_layer .. first_layer + num_layers - 1
   int64_t num_layers = 0, num_kv_heads = 0, head_dim = 0;
-  int64_t tokens = 0;               // tokens each codebook was trained on
-  std::string model, source;        // the dump's model and path; the training command
-  std::vector<std::string> roles;   // "k" and/or "v"
+  int64_t tokens = 0;              // tokens each codebook was trained on
+  std::string model, source;       // the dump's model and path; the training command
+  std::vector<std::string> roles;  // "k" and/or "v"
   // Per role: (layers, kv_heads, stages, groups, 2^bits, vec) float32.
   std::vector<std::vector<float>> books;
   // Per role: (layers, kv_heads, stages, groups, 2^bits) int64 uses on the dump, or empty.
   std::vector<std::vector<int64_t>> usage;
-  bool reordered = false;           // entries sorted by usage, descending
+  bool reordered = false;  // entries sorted by usage, descending
 
   int64_t groups() const { return vec > 0 ? head_dim / vec : 0; }
   int64_t book_floats() const { return stages * groups() * ((int64_t)1 << bits) * vec; }  // one (layer, head)
-  int64_t role_index(const std::string& role) const;  // -1 when absent
+  int64_t role_index(const std::string& role) const;                                      // -1 when absent
 };
 
 // Throws std::invalid_argument naming both files when the codebooks cannot serve a dump of this

@@ -13,8 +13,8 @@ namespace kvlab {
 
 // q: (num_q_heads, T, D); k, v, k_pre_rope: (num_kv_heads, T, D). Keys are stored after RoPE.
 enum class Role { q, k, v, k_pre_rope };
-const char* role_name(Role r);               // "q", "k", "v", "k_pre_rope"
-Role parse_role(const std::string& name);    // throws std::invalid_argument listing the valid names
+const char* role_name(Role r);             // "q", "k", "v", "k_pre_rope"
+Role parse_role(const std::string& name);  // throws std::invalid_argument listing the valid names
 
 // adjacent: rotate pairs (2i, 2i+1) as llama2.c and Meta's code; halves: (i, i + D/2) as Hugging Face.
 enum class RopeStyle { none, adjacent, halves };
@@ -27,20 +27,20 @@ const char* capture_dtype_name(CaptureDtype d);  // "float16", "bfloat16", "floa
 CaptureDtype parse_capture_dtype(const std::string& name);
 
 struct DumpInfo {
-  std::string model;                 // free text, e.g. "stories260K"
+  std::string model;  // free text, e.g. "stories260K"
   int64_t num_layers = 0;
   int64_t num_q_heads = 0;
   int64_t num_kv_heads = 0;
   int64_t head_dim = 0;
-  int64_t tokens = 0;                // T, the same for every layer and role
+  int64_t tokens = 0;  // T, the same for every layer and role
   double rope_theta = 10000.0;
   RopeStyle rope_style = RopeStyle::adjacent;
   bool k_after_rope = true;
   bool has_k_pre_rope = false;
   CaptureDtype dtype = CaptureDtype::f32;
-  std::vector<int32_t> token_ids;    // empty when unknown; else `tokens` entries
-  std::string text;                  // decoded text, empty when unknown
-  std::string source;                // what made the dump (command line, generator and seed)
+  std::vector<int32_t> token_ids;  // empty when unknown; else `tokens` entries
+  std::string text;                // decoded text, empty when unknown
+  std::string source;              // what made the dump (command line, generator and seed)
 
   int64_t heads(Role r) const { return r == Role::q ? num_q_heads : num_kv_heads; }
   std::vector<int64_t> shape(Role r) const { return {heads(r), tokens, head_dim}; }

@@ -13,14 +13,14 @@ namespace kvlab {
 
 // The 7-int32 header of a version-0 checkpoint.
 struct Llama2cConfig {
-  int32_t dim = 0;                 // model width
-  int32_t hidden_dim = 0;          // SwiGLU width
+  int32_t dim = 0;         // model width
+  int32_t hidden_dim = 0;  // SwiGLU width
   int32_t n_layers = 0;
-  int32_t n_heads = 0;             // query heads
-  int32_t n_kv_heads = 0;          // key/value heads (GQA when fewer than n_heads)
-  int32_t vocab_size = 0;          // stored negative in the file when the classifier is unshared
-  int32_t seq_len = 0;             // the longest sequence the model was trained on
-  bool shared_classifier = true;   // the output classifier is the token embedding
+  int32_t n_heads = 0;            // query heads
+  int32_t n_kv_heads = 0;         // key/value heads (GQA when fewer than n_heads)
+  int32_t vocab_size = 0;         // stored negative in the file when the classifier is unshared
+  int32_t seq_len = 0;            // the longest sequence the model was trained on
+  bool shared_classifier = true;  // the output classifier is the token embedding
 
   int32_t head_dim() const { return dim / n_heads; }
   int32_t kv_dim() const { return n_kv_heads * head_dim(); }
@@ -30,10 +30,10 @@ struct Llama2cConfig {
 struct Llama2cModel {
   std::string path;
   Llama2cConfig config;
-  std::vector<float> weights;      // the file after the header, as read
+  std::vector<float> weights;  // the file after the header, as read
   // Offsets into `weights` (in floats) of each block; per-layer blocks are stacked over layers.
-  size_t token_embedding = 0, rms_att = 0, wq = 0, wk = 0, wv = 0, wo = 0, rms_ffn = 0, w1 = 0,
-         w2 = 0, w3 = 0, rms_final = 0, wcls = 0;
+  size_t token_embedding = 0, rms_att = 0, wq = 0, wk = 0, wv = 0, wo = 0, rms_ffn = 0, w1 = 0, w2 = 0,
+         w3 = 0, rms_final = 0, wcls = 0;
 };
 
 // Bytes a checkpoint with this header must have (header included).
@@ -95,10 +95,10 @@ class Llama2cRunner {
 };
 
 struct Llama2cGenerateParams {
-  int32_t steps = 256;          // tokens to generate after the prompt
-  float temperature = 0.0f;     // 0: greedy (argmax, ties to the lowest id)
-  float top_p = 1.0f;           // nucleus sampling when in (0, 1); otherwise the full distribution
-  uint64_t seed = 42;           // xorshift state as run.c's; must be nonzero
+  int32_t steps = 256;       // tokens to generate after the prompt
+  float temperature = 0.0f;  // 0: greedy (argmax, ties to the lowest id)
+  float top_p = 1.0f;        // nucleus sampling when in (0, 1); otherwise the full distribution
+  uint64_t seed = 42;        // xorshift state as run.c's; must be nonzero
 };
 
 struct Llama2cGeneration {
@@ -121,7 +121,7 @@ class Llama2cSampler {
  public:
   Llama2cSampler(float temperature, float top_p, uint64_t seed);
   int32_t sample(std::vector<float>& logits);
-  float random_f32();           // in [0, 1), from the next 24 random bits
+  float random_f32();  // in [0, 1), from the next 24 random bits
 
  private:
   float temperature_, top_p_;
@@ -129,8 +129,8 @@ class Llama2cSampler {
 };
 
 // The DumpInfo of a generation (dtype float32, RoPE adjacent, theta 10000, k_pre_rope present).
-DumpInfo llama2c_dump_info(const Llama2cModel& model, const Llama2cGeneration& gen, const std::string& model_name,
-                           const std::string& source);
+DumpInfo llama2c_dump_info(const Llama2cModel& model, const Llama2cGeneration& gen,
+                           const std::string& model_name, const std::string& source);
 // Writes the generation to `path` through DumpWriter.
 void write_llama2c_dump(const std::string& path, const Llama2cModel& model, const Llama2cGeneration& gen,
                         const std::string& model_name, const std::string& source,

@@ -13,11 +13,11 @@
 namespace kvlab {
 
 struct NpyArray {
-  std::string descr;            // numpy dtype string: "<f2", "<f4", "|u1", "<i4", ...
+  std::string descr;  // numpy dtype string: "<f2", "<f4", "|u1", "<i4", ...
   std::vector<int64_t> shape;
-  std::vector<uint8_t> bytes;   // C-order little-endian data
+  std::vector<uint8_t> bytes;  // C-order little-endian data
 
-  size_t item_size() const;     // "<U5" (unicode) counts 4 bytes a character
+  size_t item_size() const;  // "<U5" (unicode) counts 4 bytes a character
   int64_t numel() const;
 };
 
@@ -59,14 +59,14 @@ class NpzReader {
   ~NpzReader();
   NpzReader(NpzReader&&) noexcept;
   const std::string& path() const;
-  std::vector<std::string> names() const;                // archive order
+  std::vector<std::string> names() const;  // archive order
   bool contains(const std::string& name) const;
-  NpyHeader header(const std::string& name) const;       // reads the start of the member only
-  NpyArray read(const std::string& name) const;          // the whole member, CRC-checked
+  NpyHeader header(const std::string& name) const;  // reads the start of the member only
+  NpyArray read(const std::string& name) const;     // the whole member, CRC-checked
   // `n` bytes of the array's data from byte `offset`. All of it is CRC-checked; a part is not
   // (a stored member is read in place, a deflated one inflated up to offset + n).
   std::vector<uint8_t> read_data(const std::string& name, uint64_t offset, uint64_t n) const;
-  std::string where(const std::string& name) const;      // "'a.npz' member 'q'"
+  std::string where(const std::string& name) const;  // "'a.npz' member 'q'"
 
  private:
   struct Impl;

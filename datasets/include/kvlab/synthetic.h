@@ -9,12 +9,12 @@
 namespace kvlab {
 
 struct SyntheticParams {
-  int64_t heads = 4;            // KV heads
-  int64_t tokens = 1024;        // T
-  int64_t head_dim = 128;       // D
+  int64_t heads = 4;                // KV heads
+  int64_t tokens = 1024;            // T
+  int64_t head_dim = 128;           // D
   double outlier_share = 1.0 / 16;  // share of key channels with large magnitude
-  double outlier_scale = 8.0;   // their magnitude relative to the rest
-  uint64_t seed = 0;            // same seed, same bytes on every machine
+  double outlier_scale = 8.0;       // their magnitude relative to the rest
+  uint64_t seed = 0;                // same seed, same bytes on every machine
 };
 
 struct SyntheticKV {

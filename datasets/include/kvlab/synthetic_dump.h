@@ -36,17 +36,17 @@
 namespace kvlab {
 
 struct SyntheticDumpParams {
-  std::string preset = "custom";   // recorded in DumpInfo::model as "synthetic:<preset>"
-  int64_t layers = 2;              // L
-  int64_t q_heads = 4;             // Hq, a multiple of kv_heads
-  int64_t kv_heads = 2;            // Hkv
-  int64_t head_dim = 16;           // D, even unless rope_style is none
-  int64_t tokens = 256;            // T
-  double rope_theta = 10000.0;     // RoPE base
+  std::string preset = "custom";  // recorded in DumpInfo::model as "synthetic:<preset>"
+  int64_t layers = 2;             // L
+  int64_t q_heads = 4;            // Hq, a multiple of kv_heads
+  int64_t kv_heads = 2;           // Hkv
+  int64_t head_dim = 16;          // D, even unless rope_style is none
+  int64_t tokens = 256;           // T
+  double rope_theta = 10000.0;    // RoPE base
   RopeStyle rope_style = RopeStyle::adjacent;
-  bool k_pre_rope = false;         // also offer keys before RoPE (role k_pre_rope)
-  uint64_t seed = 0;               // same parameters and seed: same bytes everywhere
-  int64_t sink_tokens = 1;         // leading tokens shaped as attention sinks (0: none)
+  bool k_pre_rope = false;  // also offer keys before RoPE (role k_pre_rope)
+  uint64_t seed = 0;        // same parameters and seed: same bytes everywhere
+  int64_t sink_tokens = 1;  // leading tokens shaped as attention sinks (0: none)
 };
 
 // Presets: llama3-8b (32 layers, 32 q / 8 kv heads, D 128, theta 500000), llama2-7b (32, 32 / 32,
@@ -80,7 +80,7 @@ class SyntheticDump final : public DumpReader {
 
  private:
   struct RopeTable;
-  const RopeTable& rope() const;                   // built on first use, once
+  const RopeTable& rope() const;  // built on first use, once
   std::unique_ptr<RopeTable> build_rope() const;
   template <class Out>
   void generate_any(int64_t layer, Role role, int64_t head_begin, int64_t head_end, Out* out) const;

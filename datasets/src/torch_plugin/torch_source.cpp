@@ -39,7 +39,8 @@ std::string dtype_name(at::ScalarType t) {
 class TorchSource final : public ArraySource {
  public:
   // `labels`: how errors name an entry that had no name in the file ("item 3 (v)").
-  TorchSource(std::string path, std::map<std::string, c10::IValue> entries, std::map<std::string, std::string> labels)
+  TorchSource(std::string path, std::map<std::string, c10::IValue> entries,
+              std::map<std::string, std::string> labels)
       : path_(std::move(path)), entries_(std::move(entries)), labels_(std::move(labels)) {}
   const std::string& path() const override { return path_; }
   std::vector<std::string> names() const override {
@@ -116,7 +117,8 @@ class TorchSource final : public ArraySource {
 };
 
 // A list of per-layer tuples becomes the names layers/<i>/<role>.
-std::map<std::string, c10::IValue> from_layer_list(const std::string& path, const std::vector<c10::IValue>& layers,
+std::map<std::string, c10::IValue> from_layer_list(const std::string& path,
+                                                   const std::vector<c10::IValue>& layers,
                                                    std::map<std::string, std::string>& labels) {
   static const char* roles[] = {"q", "k", "v", "k_pre_rope"};
   std::map<std::string, c10::IValue> out;
@@ -124,16 +126,23 @@ std::map<std::string, c10::IValue> from_layer_list(const std::string& path, cons
     const c10::IValue& e = layers[l];
     const std::string item = "'" + path + "' item " + std::to_string(l);
     std::vector<c10::IValue> parts;
-    if (e.isTuple()) parts = e.toTupleRef().elements().vec();
-    else if (e.isList()) parts = e.toListRef().vec();
-    else fail(item + " is a " + e.tagKind() + "; expected a tuple (q, k, v)");
+    if (e.isTuple())
+      parts = e.toTupleRef().elements().vec();
+    else if (e.isList())
+      parts = e.toListRef().vec();
+    else
+      fail(item + " is a " + e.tagKind() + "; expected a tuple (q, k, v)");
     if (parts.size() == 2)
-      fail(item + " is a pair, like (k, v) from a KV cache: a dump also needs the queries; save (q, k, v) per layer");
+      fail(
+          item +
+          " is a pair, like (k, v) from a KV cache: a dump also needs the queries; save (q, k, v) per layer");
     if (parts.size() != 3 && parts.size() != 4)
-      fail(item + " has " + std::to_string(parts.size()) + " elements; expected (q, k, v) or (q, k, v, k_pre_rope)");
+      fail(item + " has " + std::to_string(parts.size()) +
+           " elements; expected (q, k, v) or (q, k, v, k_pre_rope)");
     for (size_t r = 0; r < parts.size(); ++r) {
       if (!parts[r].isTensor())
-        fail(item + " element " + std::to_string(r) + " (" + roles[r] + ") is a " + parts[r].tagKind() + ", not a tensor");
+        fail(item + " element " + std::to_string(r) + " (" + roles[r] + ") is a " + parts[r].tagKind() +
+             ", not a tensor");
       const std::string name = "layers/" + std::to_string(l) + "/" + roles[r];
       out[name] = parts[r];
       labels[name] = "item " + std::to_string(l) + " (" + roles[r] + ")";
@@ -161,23 +170,28 @@ c10::IValue load(const std::string& path) {
 
 // The plugin's one entry point (dump_torch.cpp looks it up by name). Throws std::runtime_error
 // naming the file; the caller owns the result.
-extern "C" __attribute__((visibility("default"))) ArraySource* kvlab_open_torch_source(const std::string& path) {
+extern "C" __attribute__((visibility("default"))) ArraySource* kvlab_open_torch_source(
+    const std::string& path) {
   const c10::IValue root = load(path);
   std::map<std::string, c10::IValue> entries;
   std::map<std::string, std::string> labels;
   if (root.isGenericDict()) {
     for (const auto& kv : root.toGenericDict()) {
       if (!kv.key().isString())
-        fail("'" + path + "': dict keys must be strings (q, k, v, layers/0/q, ...), found a " + kv.key().tagKind());
+        fail("'" + path + "': dict keys must be strings (q, k, v, layers/0/q, ...), found a " +
+             kv.key().tagKind());
       entries[kv.key().toStringRef()] = kv.value();
     }
   } else if (root.isList() || root.isTuple()) {
-    entries = from_layer_list(path, root.isList() ? root.toListRef().vec() : root.toTupleRef().elements().vec(), labels);
+    entries = from_layer_list(
+        path, root.isList() ? root.toListRef().vec() : root.toTupleRef().elements().vec(), labels);
   } else if (root.isTensor()) {
-    fail("'" + path + "' holds a single tensor, which cannot say which part is q, k or v; save a dict: "
+    fail("'" + path +
+         "' holds a single tensor, which cannot say which part is q, k or v; save a dict: "
          "torch.save({'q': q, 'k': k, 'v': v}, path) with each (L, H, T, D)");
   } else {
-    fail("'" + path + "' holds a " + root.tagKind() + "; expected a dict of tensors or a list of (q, k, v) tuples");
+    fail("'" + path + "' holds a " + root.tagKind() +
+         "; expected a dict of tensors or a list of (q, k, v) tuples");
   }
   return new TorchSource(path, std::move(entries), std::move(labels));
 }

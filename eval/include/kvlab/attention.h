@@ -36,12 +36,13 @@ struct AttentionTimes {
 // Reference outputs O for the query positions `positions` (ascending, each in [0, T)).
 // q: (Hq, T, D); k, v: (Hkv, T, D), F32 or F16. Returns (Hq, positions.size(), D).
 // Throws std::invalid_argument on shapes, head counts, or positions.
-Tensor attention(const TensorView& q, const TensorView& k, const TensorView& v, const std::vector<int64_t>& positions,
-                 const AttentionTiles& tiles = {});
+Tensor attention(const TensorView& q, const TensorView& k, const TensorView& v,
+                 const std::vector<int64_t>& positions, const AttentionTiles& tiles = {});
 
 // Attention error of each cache (k_hat, v_hat of the same shape as k, v) against the reference:
 // result[m][h] for cache m and query head h, over the given query positions.
-std::vector<std::vector<AttnStats>> attention_errors(const TensorView& q, const TensorView& k, const TensorView& v,
+std::vector<std::vector<AttnStats>> attention_errors(const TensorView& q, const TensorView& k,
+                                                     const TensorView& v,
                                                      const std::vector<Reconstruction>& caches,
                                                      const std::vector<int64_t>& positions,
                                                      const AttentionTiles& tiles = {});

@@ -65,8 +65,8 @@ struct MethodEval {
   std::string name;  // as given (preset name or spec string)
   std::string spec;  // canonical spec string
   MethodSpec method;
-  Bits bits;          // bits per element of a T-token cache, from core's accounting
-  Schedule schedule;  // quantized token ranges after T tokens
+  Bits bits;                                   // bits per element of a T-token cache, from core's accounting
+  Schedule schedule;                           // quantized token ranges after T tokens
   std::shared_ptr<const CustomMethod> custom;  // set for registered families (method_registry.h)
   std::vector<LayerEval> layers;
   ReconStats key, value;  // over all evaluated layers and heads
@@ -80,7 +80,7 @@ struct EvalTimes {
   double attention = 0;  // the attention kernel with its metrics
   double total = 0;
   double load_cpu = 0, quantize_cpu = 0, attention_cpu = 0, total_cpu = 0;  // CPU, all threads
-  AttentionTimes cpu;    // inside `attention`, by part, summed over threads
+  AttentionTimes cpu;  // inside `attention`, by part, summed over threads
 };
 
 struct EvalResult {
@@ -89,7 +89,7 @@ struct EvalResult {
   int64_t num_queries = 0;  // selected positions per head
   LayerRange layers;        // resolved
   AttentionTiles tiles;
-  int threads = 0;          // OpenMP threads used
+  int threads = 0;                  // OpenMP threads used
   std::vector<MethodEval> methods;  // in the order given
   EvalTimes times;
 };

@@ -19,7 +19,8 @@ struct CustomMethod {
   Bits bits;          // bits per element of a T-token cache
   Schedule schedule;  // quantized token ranges (reconstruction errors are taken over these)
   // K_hat and V_hat (each shaped as k, v: (1, T, D), fp32) for one KV head of one layer.
-  std::function<Reconstruction(int64_t layer, int64_t kv_head, const TensorView& k, const TensorView& v)> apply;
+  std::function<Reconstruction(int64_t layer, int64_t kv_head, const TensorView& k, const TensorView& v)>
+      apply;
 };
 
 // args: the text after "family:". Throws std::invalid_argument for bad args or a mismatch

@@ -7,9 +7,9 @@ namespace kvlab {
 
 // Reconstruction error of K or V over the quantized positions of one (layer, KV head).
 struct ReconStats {
-  double sq_err = 0;    // sum of (x - x_hat)^2
-  double max_abs = 0;   // max |x - x_hat|
-  int64_t count = 0;    // quantized elements (tokens x D); 0 when nothing is quantized (fp16)
+  double sq_err = 0;   // sum of (x - x_hat)^2
+  double max_abs = 0;  // max |x - x_hat|
+  int64_t count = 0;   // quantized elements (tokens x D); 0 when nothing is quantized (fp16)
 
   void merge(const ReconStats& o);
   double mse() const;  // sq_err / count; 0 when count == 0

@@ -20,7 +20,7 @@ struct QuerySelection {
   bool operator==(const QuerySelection&) const = default;
 };
 QuerySelection parse_queries(const std::string& text);  // throws std::invalid_argument
-std::string to_string(const QuerySelection& q);          // "all", "last:256", "stride:8"
+std::string to_string(const QuerySelection& q);         // "all", "last:256", "stride:8"
 // The positions, ascending. Throws std::invalid_argument when N > T or T <= 0.
 std::vector<int64_t> select_queries(const QuerySelection& q, int64_t tokens);
 

@@ -44,15 +44,15 @@ ArithCheck check_fast_division(uint32_t per_scale, uint32_t scale_step = 1);
 ArithCheck check_hw_minmax();
 
 struct ValidationRow {
-  std::string data;        // random, llama3-k, llama3-v, adversarial, ...
-  std::string format;      // quantizer spec string
-  std::string input;       // f16 / f32
-  std::string variant;     // quantize kernel path
+  std::string data;     // random, llama3-k, llama3-v, adversarial, ...
+  std::string format;   // quantizer spec string
+  std::string input;    // f16 / f32
+  std::string variant;  // quantize kernel path
   int64_t elements = 0;
-  int64_t bytes = 0;       // bytes compared (codes, params, planes, index, dequantized, codes)
-  int64_t mismatches = 0;  // mismatching bytes
-  double max_abs_diff = 0; // max |GPU - CPU| over dequantized fp32 values
-  std::string note;        // e.g. "both reject: ..."
+  int64_t bytes = 0;        // bytes compared (codes, params, planes, index, dequantized, codes)
+  int64_t mismatches = 0;   // mismatching bytes
+  double max_abs_diff = 0;  // max |GPU - CPU| over dequantized fp32 values
+  std::string note;         // e.g. "both reject: ..."
 };
 
 // Extra inputs, e.g. the keys and values of a dump: (..., T, D) fp32 values; the fp16-input
@@ -64,9 +64,9 @@ struct NamedData {
 };
 
 struct ValidateOptions {
-  bool small = false;  // skip the llama3-sized data (for compute-sanitizer runs)
-  bool exhaustive_div = false;  // fastdiv row over all 2^46 significand pairs (~1 minute on an H200)
-  bool arith_only = false;      // only the device-arithmetic rows (fp16-cvt, fastdiv, minmax)
+  bool small = false;                // skip the llama3-sized data (for compute-sanitizer runs)
+  bool exhaustive_div = false;       // fastdiv row over all 2^46 significand pairs (~1 minute on an H200)
+  bool arith_only = false;           // only the device-arithmetic rows (fp16-cvt, fastdiv, minmax)
   std::vector<std::string> presets;  // kernel presets to check (empty: all)
   std::string only;                  // formats whose spec contains this text (empty: all)
   uint64_t seed = 1;
@@ -83,7 +83,7 @@ struct BenchOptions {
   int64_t elements = int64_t(1) << 29;  // 1 GiB of fp16 input (2 GiB of fp32)
   int reps = 50;
   int warmup = 5;
-  std::string only;  // run formats whose spec contains this text
+  std::string only;                  // run formats whose spec contains this text
   std::vector<std::string> presets;  // kernel presets (empty: all)
 };
 struct BenchResult {
