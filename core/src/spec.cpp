@@ -6,18 +6,6 @@
 
 namespace kvlab {
 
-const char* to_string(Scheme s) { return s == Scheme::Asym ? "asym" : "sym"; }
-const char* to_string(Axis a) { return a == Axis::Channel ? "channel" : "token"; }
-const char* to_string(ParamType p) { return p == ParamType::F32 ? "fp32" : "fp16"; }
-const char* to_string(Profile p) {
-  switch (p) {
-    case Profile::Kvlab: return "kvlab";
-    case Profile::Kivi: return "kivi";
-    case Profile::KittySim: return "kitty-sim";
-  }
-  return "?";
-}
-
 int boost_count(int D, double ratio) { return (int)(D * ratio + 1e-6); }
 
 void validate(const QuantizerSpec& s) {
@@ -51,17 +39,18 @@ QuantizerSpec parse_quantizer(const std::string& str) {
   bool params_set = false;
   for (const auto& [key, v] : text::split_pairs(str, "quantizer spec")) {
     if (key == "scheme")
-      s.scheme = (Scheme)text::choose(v, key, {"asym", "sym"});
+      s.scheme = parse_enum<Scheme>(v, key);
     else if (key == "bits")
       s.bits = text::parse_int(v, key);
     else if (key == "axis")
-      s.axis = (Axis)text::choose(v, key, {"channel", "token"});
+      s.axis = parse_enum<Axis>(v, key);
     else if (key == "group")
       s.group = v == "all" ? kWholeAxis : text::parse_int(v, key);
-    else if (key == "params")
-      s.params = (ParamType)text::choose(v, key, {"fp32", "fp16"}), params_set = true;
-    else if (key == "profile")
-      s.profile = (Profile)text::choose(v, key, {"kvlab", "kivi", "kitty-sim"});
+    else if (key == "params") {
+      s.params = parse_enum<ParamType>(v, key);
+      params_set = true;
+    } else if (key == "profile")
+      s.profile = parse_enum<Profile>(v, key);
     else if (key == "boost") {
       s.boost = text::parse_double(v, key);
       if (!(s.boost >= 0.0)) throw std::invalid_argument("boost=" + v + " is outside [0, 1]");

@@ -2,12 +2,32 @@
 #pragma once
 #include <string>
 
+#include "kvlab/enum_names.h"
+
 namespace kvlab {
 
 enum class Scheme { Asym, Sym };               // asym: zero = group minimum; sym: absmax, no zero
 enum class Axis { Channel, Token };            // channel: a group is G tokens of one channel
 enum class ParamType { F32, F16 };             // storage of scales and zeros
 enum class Profile { Kvlab, Kivi, KittySim };  // which arithmetic recipe (see docs/FORMATS.md)
+
+template <>
+struct EnumNames<Scheme> {
+  static constexpr EnumName<Scheme> names[] = {{Scheme::Asym, "asym"}, {Scheme::Sym, "sym"}};
+};
+template <>
+struct EnumNames<Axis> {
+  static constexpr EnumName<Axis> names[] = {{Axis::Channel, "channel"}, {Axis::Token, "token"}};
+};
+template <>
+struct EnumNames<ParamType> {
+  static constexpr EnumName<ParamType> names[] = {{ParamType::F32, "fp32"}, {ParamType::F16, "fp16"}};
+};
+template <>
+struct EnumNames<Profile> {
+  static constexpr EnumName<Profile> names[] = {
+      {Profile::Kvlab, "kvlab"}, {Profile::Kivi, "kivi"}, {Profile::KittySim, "kitty-sim"}};
+};
 
 constexpr int kWholeAxis = -1;  // group size meaning "the whole grouped axis"
 
@@ -32,10 +52,10 @@ std::string to_string(const QuantizerSpec& s);
 // Throws std::invalid_argument if the combination is not valid (bits range, boost rules, ...).
 void validate(const QuantizerSpec& s);
 
-const char* to_string(Scheme);
-const char* to_string(Axis);
-const char* to_string(ParamType);
-const char* to_string(Profile);
+inline const char* to_string(Scheme v) { return enum_name(v); }
+inline const char* to_string(Axis v) { return enum_name(v); }
+inline const char* to_string(ParamType v) { return enum_name(v); }
+inline const char* to_string(Profile v) { return enum_name(v); }
 
 // Bits of the codes of boosted channels for base width `bits` (Kitty: bits + 2).
 inline int boosted_bits(int bits) { return bits + 2; }

@@ -1,0 +1,35 @@
+// core's format table (kvlab/formats.h): unique names, canonical specs, GPU marks only where
+// kernels exist (the kvlab profile), and every benchmarked format also validated.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+
+#include "kvlab/formats.h"
+#include "kvlab/quantizer.h"
+
+namespace {
+
+using namespace kvlab;
+
+TEST(FormatTable, NamesUniqueSpecsCanonical) {
+  std::set<std::string> names, specs;
+  for (const FormatEntry& e : kFormats) {
+    SCOPED_TRACE(e.name);
+    EXPECT_TRUE(names.insert(e.name).second) << "duplicate name";
+    EXPECT_TRUE(specs.insert(e.spec).second) << "duplicate spec";
+    const QuantizerSpec s = parse_quantizer(e.spec);
+    EXPECT_EQ(to_string(s), e.spec) << "spec is not in canonical form";
+  }
+}
+
+TEST(FormatTable, GpuOnlyForTheKvlabProfileAndBenchOnlyOnGpu) {
+  for (const FormatEntry& e : kFormats) {
+    SCOPED_TRACE(e.name);
+    const QuantizerSpec s = parse_quantizer(e.spec);
+    if (e.gpu) EXPECT_EQ(s.profile, Profile::Kvlab);
+    if (e.bench) EXPECT_TRUE(e.gpu);
+  }
+}
+
+}  // namespace
