@@ -7,13 +7,11 @@
 #include "dispatch.h"
 #include "kvlab/pack.h"
 #include "kvlab/quantizer.h"
-#include "layout.h"
 #include "tiles.h"
 
 namespace kvlab {
 namespace {
 
-using detail::Layout;
 constexpr int64_t kChunk = 128;
 
 // A decoded tile: `len` token rows of D codes starting at flat element `first` of the
@@ -27,7 +25,7 @@ struct Tile {
 
 template <class F>
 void decode_tiles(const QuantizedTensor& q, F&& emit) {
-  const Layout lo(q);
+  const PackedLayout lo = layout_of(q);
   const int bits = lo.bits;
   const int64_t D = lo.D;
   const bool asym = q.spec.scheme == Scheme::Asym;
@@ -37,8 +35,8 @@ void decode_tiles(const QuantizedTensor& q, F&& emit) {
     std::vector<float> scale(D), zero(D, 0.0f);
     if (q.spec.boosted()) {
 #pragma omp for schedule(static)
-      for (int64_t w = 0; w < lo.N * lo.P; ++w) {
-        const int64_t n = w / lo.P, p = w % lo.P, len = lo.page_tokens(p);
+      for (int64_t w = 0; w < lo.N * lo.groups; ++w) {
+        const int64_t n = w / lo.groups, p = w % lo.groups, len = lo.page_tokens(p);
         const uint8_t* low = q.codes.data() + n * lo.slice_low() + lo.page_low(p);
         const uint8_t* hi = q.high.data() + n * lo.slice_high() + lo.page_high(p);
         const uint8_t* index = q.boost_index.data() + w * D;
@@ -59,7 +57,8 @@ void decode_tiles(const QuantizedTensor& q, F&& emit) {
     } else if (lo.channel) {
 #pragma omp for schedule(static)
       for (int64_t w = 0; w < lo.N * lo.groups; ++w) {
-        const int64_t n = w / lo.groups, g = w % lo.groups, t0 = g * lo.G, len = std::min(lo.G, lo.T - t0);
+        const int64_t n = w / lo.groups, g = w % lo.groups, t0 = g * lo.G,
+                      len = std::min<int64_t>(lo.G, lo.T - t0);
         for (int64_t c = 0; c < D; ++c) {
           scale[c] = q.scale[(n * D + c) * lo.groups + g];
           if (asym) zero[c] = q.zero[(n * D + c) * lo.groups + g];
@@ -149,15 +148,7 @@ std::vector<uint16_t> dequantize_half(const QuantizedTensor& q) {
 }
 
 double bits_per_element(const QuantizedTensor& q) {
-  const double elems = (double)numel(q.shape);
-  const double param_bits = q.spec.params == ParamType::F16 ? 16.0 : 32.0;
-  double bits = elems * q.spec.bits + (double)(q.scale.size() + q.zero.size()) * param_bits;
-  if (q.spec.boosted()) {
-    const Layout lo(q);
-    bits += (double)lo.N * lo.k * lo.T * 2.0;    // high plane: 2 bits per boosted element
-    bits += (double)q.boost_index.size() * 8.0;  // uint8 channel -> slot index per page
-  }
-  return bits / elems;
+  return layout_of(q).payload_bits() / (double)numel(q.shape);
 }
 
 }  // namespace kvlab

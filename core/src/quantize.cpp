@@ -8,15 +8,15 @@
 #include <vector>
 
 #include "dispatch.h"
+#include "kvlab/layout.h"
 #include "kvlab/pack.h"
 #include "kvlab/quantizer.h"
-#include "layout.h"
 #include "tiles.h"
 
 namespace kvlab {
 namespace {
 
-using detail::Layout;
+using Layout = PackedLayout;
 
 // First group whose scale or zero does not fit its storage type; reported after the loops.
 struct Overflow {
@@ -202,8 +202,8 @@ void quantize_boost(const In* x, const Layout& lo, bool half, QuantizedTensor& q
     std::vector<int> order(D), levels(D);  // levels: 2^bits - 1, or 2^(bits+2) - 1 if boosted
     std::vector<uint8_t> high(std::max<int64_t>(k, 1) * G), low(G * D);
 #pragma omp for schedule(static)
-    for (int64_t w = 0; w < lo.N * lo.P; ++w) {
-      const int64_t n = w / lo.P, p = w % lo.P, t0 = p * G, len = lo.page_tokens(p);
+    for (int64_t w = 0; w < lo.N * lo.groups; ++w) {
+      const int64_t n = w / lo.groups, p = w % lo.groups, t0 = p * G, len = lo.page_tokens(p);
       load<Recipe>(x + lo.elem(n, t0, 0), s.tile.data(), len * D);
       column_minmax(s.tile.data(), len, D, s.mn.data(), s.mx.data());
       if (chosen) {
@@ -247,32 +247,6 @@ void quantize_boost(const In* x, const Layout& lo, bool half, QuantizedTensor& q
   }
 }
 
-std::string axis_name(const QuantizerSpec& s) { return s.axis == Axis::Channel ? "token" : "channel"; }
-
-void check_input(const TensorView& x, const QuantizerSpec& spec) {
-  validate(spec);
-  if (x.shape.size() < 2)
-    throw std::invalid_argument("quantize: input of shape " + shape_string(x.shape) +
-                                " needs at least 2 dims (..., T, D)");
-  if (x.numel() == 0)
-    throw std::invalid_argument("quantize: input of shape " + shape_string(x.shape) + " is empty");
-  const int64_t T = x.shape[x.shape.size() - 2], D = x.shape.back();
-  const int64_t axis_len = spec.axis == Axis::Channel ? T : D;
-  if (spec.group > axis_len)
-    throw std::invalid_argument("quantize: group=" + std::to_string(spec.group) + " is larger than the " +
-                                axis_name(spec) + " axis it groups (" + std::to_string(axis_len) +
-                                ") of input shape " + shape_string(x.shape));
-  if (spec.boosted() && boost_count((int)D, spec.boost) > 254)
-    throw std::invalid_argument("quantize: boost=" + std::to_string(spec.boost) +
-                                " of D=" + std::to_string(D) +
-                                " channels boosts more than the 254 slots a uint8 index can name");
-  check_finite(x, "quantize: input");
-}
-
-}  // namespace
-
-namespace {
-
 // Throws unless `channels` holds, per (slice, page), k distinct channels in [0, D).
 void check_boost_channels(const TensorView& x, const QuantizerSpec& spec,
                           const std::vector<int32_t>& channels) {
@@ -300,26 +274,19 @@ void check_boost_channels(const TensorView& x, const QuantizerSpec& spec,
 }
 
 QuantizedTensor quantize_impl(const TensorView& x, const QuantizerSpec& spec, const int32_t* chosen) {
+  const Layout lo = make_layout(x.shape, spec);
   QuantizedTensor q;
   q.spec = spec;
   q.shape = x.shape;
-  const int64_t axis_len = spec.axis == Axis::Channel ? q.tokens() : q.dims();
-  q.group = spec.group == kWholeAxis ? (int)axis_len : spec.group;
-  if (spec.boosted()) q.boost_k = boost_count((int)q.dims(), spec.boost);
-  const Layout lo(q);
+  q.group = lo.G;
+  q.boost_k = lo.k;
   const bool half = spec.params == ParamType::F16;
   const bool asym = spec.scheme == Scheme::Asym;
-  if (spec.boosted()) {
-    q.codes.assign(lo.N * lo.slice_low(), 0);
-    q.high.assign(lo.N * lo.slice_high(), 0);
-    q.boost_index.assign(lo.N * lo.P * lo.D, kNotBoosted);
-    q.scale.assign(lo.N * lo.P * lo.D, 0.0f);
-    q.zero.assign(lo.N * lo.P * lo.D, 0.0f);
-  } else {
-    q.codes.assign(lo.N * lo.R * lo.row_bytes, 0);
-    q.scale.assign(lo.N * lo.R * lo.groups, 0.0f);
-    if (asym) q.zero.assign(lo.N * lo.R * lo.groups, 0.0f);
-  }
+  q.codes.assign(lo.codes_bytes(), 0);
+  q.scale.assign(lo.n_params(), 0.0f);
+  if (asym) q.zero.assign(lo.n_params(), 0.0f);
+  q.high.assign(lo.high_bytes(), 0);
+  q.boost_index.assign(lo.index_bytes(), kNotBoosted);
   Overflow of;
   detail::with_input(x, [&](const auto* in) {
     detail::with_recipe(spec.profile, [&](auto recipe) {

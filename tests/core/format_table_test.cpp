@@ -27,8 +27,8 @@ TEST(FormatTable, GpuOnlyForTheKvlabProfileAndBenchOnlyOnGpu) {
   for (const FormatEntry& e : kFormats) {
     SCOPED_TRACE(e.name);
     const QuantizerSpec s = parse_quantizer(e.spec);
-    if (e.gpu) EXPECT_EQ(s.profile, Profile::Kvlab);
-    if (e.bench) EXPECT_TRUE(e.gpu);
+    EXPECT_TRUE(!e.gpu || s.profile == Profile::Kvlab) << "GPU kernels exist for the kvlab profile only";
+    EXPECT_TRUE(!e.bench || e.gpu) << "a benchmarked format must have GPU kernels";
   }
 }
 

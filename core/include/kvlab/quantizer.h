@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "kvlab/layout.h"
 #include "kvlab/spec.h"
 #include "kvlab/tensor.h"
 
@@ -34,6 +35,15 @@ struct QuantizedTensor {
 };
 
 constexpr uint8_t kNotBoosted = 0xFF;
+
+// The packed geometry of a tensor of `shape` under `spec`: the one place shapes are checked, for
+// the CPU and the GPU alike. Throws std::invalid_argument for an invalid spec, a shape that is
+// not (..., T, D) or is empty, a group larger than its axis, or more boosted channels than the
+// uint8 index can name.
+PackedLayout make_layout(const std::vector<int64_t>& shape, const QuantizerSpec& spec);
+PackedLayout layout_of(const QuantizedTensor& q);
+// make_layout's checks, then finite input values (`who` prefixes the messages).
+void check_input(const TensorView& x, const QuantizerSpec& spec, const std::string& who = "quantize");
 
 // Quantize and pack. Throws std::invalid_argument for an invalid spec, a group of 0 or larger
 // than its axis, an empty tensor, NaN/Inf input, or scales that overflow their storage type.
