@@ -1,4 +1,4 @@
-"""Tests of kvlab_capture (datasets/python): capture tiny randomly initialised transformers
+"""Tests of kvlab_capture (models/python): capture tiny randomly initialised transformers
 models (no downloads), then check the dump with h5py against the model's own numbers.
 
     pytest tests/python/test_hf_capture.py        # or, without pytest:
@@ -16,7 +16,7 @@ import traceback
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "datasets" / "python"))
+sys.path.insert(0, str(REPO / "models" / "python"))
 
 pytest = None
 if __name__ != "__main__":  # run as a script, the plain runner at the end handles skips itself
@@ -346,7 +346,7 @@ def test_command_line_generates_then_captures(tmp_path):
     tok = _save_tiny_checkpoint(tmp_path / "ckpt")
     out = tmp_path / "cli.h5"
     prompt = "w5 w9 w17 w33 w65"
-    env = dict(os.environ, PYTHONPATH=str(REPO / "datasets" / "python"), HF_HUB_OFFLINE="1")
+    env = dict(os.environ, PYTHONPATH=str(REPO / "models" / "python"), HF_HUB_OFFLINE="1")
     cmd = [sys.executable, "-m", "kvlab_capture", "--model", str(tmp_path / "ckpt"), "--prompt", prompt,
            "--max-new-tokens", "4", "--out", str(out), "--device", "cpu", "--store-pre-rope"]
     run = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Writes the NumPy dump fixtures of tests/datasets/numpy_dump_test.cpp with real numpy.
+"""Writes the NumPy dump fixtures of tests/io/numpy_dump_test.cpp with real numpy.
 
 Run with Debian's python (it has numpy): /usr/bin/python3 tests/data/dumps/make_fixtures.py
 The files are tiny (L=2 layers, 4 query heads, 2 KV heads, T=5 tokens, D=4) and checked in.

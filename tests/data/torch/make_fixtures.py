@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Writes the torch.save fixtures of tests/datasets/torch_dump_test.cpp with real PyTorch.
+"""Writes the torch.save fixtures of tests/io/torch_dump_test.cpp with real PyTorch.
 
 Run with Debian's python and python3-torch (1.13): /usr/bin/python3 tests/data/torch/make_fixtures.py
 Written by torch.save itself (not by libtorch's pickle_save) because that is what researchers

@@ -1,6 +1,6 @@
 // The VQ codebook file (HDF5) written by `kvlab vq train` and read by `kvlab vq reorder` and the
 // eval method `vq:codebooks=CB.h5`. Layout: docs/FORMATS.md section "VQ codebook file".
-// Plain data only: calibration/ (which trains the books) may not depend on datasets/.
+// Plain data only: vq/ trains the books; this file only moves them.
 #pragma once
 #include <cstdint>
 #include <string>

@@ -1,4 +1,4 @@
-// The VQ codebook file (datasets/codebook_file.h): round trip and clear errors.
+// The VQ codebook file (io/codebook_file.h): round trip and clear errors.
 #include <gtest/gtest.h>
 #include <hdf5.h>
 

@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <stdexcept>
 
-#include "convert.h"
+#include "kvlab/half_rows.h"
 #include "synthetic_model.h"
 #include "synthetic_rng.h"
 
@@ -90,7 +90,7 @@ void block_rows(const synth::RowModel& m, int64_t block, int64_t n, int64_t sink
       for (int64_t c = 0; c < D; ++c) row[c] += z * basis[c];
     }
     for (int64_t c = 0; c < D; ++c) row[c] = row[c] + tau * (m.noise[c] * eps[c]);
-    detail::round_to_half_n(row, D);
+    round_to_half_n(row, D);
     if (!m.rotate || style == RopeStyle::none) continue;
     // Pair j is (a, b) = (2j, 2j+1) or (j, j + D/2): synth::pair_channels, unrolled per style.
     const float* cs = cosT + t * pairs;
@@ -99,13 +99,13 @@ void block_rows(const synth::RowModel& m, int64_t block, int64_t n, int64_t sink
       for (int64_t j = 0; j < pairs; ++j) rotate_pair(row[2 * j], row[2 * j + 1], cs[j], sn[j]);
     else
       for (int64_t j = 0; j < pairs; ++j) rotate_pair(row[j], row[j + D / 2], cs[j], sn[j]);
-    detail::round_to_half_n(row, D);
+    round_to_half_n(row, D);
   }
 }
 
 inline void store(float* out, const float* tile, int64_t n) { std::copy(tile, tile + n, out); }
 inline void store(uint16_t* out, const float* tile, int64_t n) {
-  detail::float_to_half_n(tile, out, n);
+  float_to_half_n(tile, out, n);
 }  // exact
 
 }  // namespace

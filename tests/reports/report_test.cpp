@@ -8,7 +8,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "eval_oracle.h"
+#include "../eval/eval_oracle.h"
 #include "kvlab/eval_report.h"
 #include "kvlab/evaluate.h"
 

@@ -10,7 +10,7 @@
 #include <numeric>
 #include <stdexcept>
 
-#include "../../datasets/src/synthetic_rng.h"
+#include "../../models/src/synthetic_rng.h"
 #include "kvlab/half.h"
 #include "kvlab/synthetic_dump.h"
 
