@@ -148,16 +148,25 @@ std::vector<uint16_t> dequantize_half(const QuantizedTensor& q) {
   return out;
 }
 
-double bits_per_element(const QuantizedTensor& q) {
-  const double elems = (double)numel(q.shape);
-  const double param_bits = q.spec.params == ParamType::F16 ? 16.0 : 32.0;
-  double bits = elems * q.spec.bits + (double)(q.scale.size() + q.zero.size()) * param_bits;
-  if (q.spec.boosted()) {
-    const Layout lo(q);
-    bits += (double)lo.N * lo.k * lo.T * 2.0;    // high plane: 2 bits per boosted element
-    bits += (double)q.boost_index.size() * 8.0;  // uint8 channel -> slot index per page
+double packed_bits(const std::vector<int64_t>& shape, const QuantizerSpec& spec) {
+  const int64_t T = shape[shape.size() - 2], D = shape.back(), N = numel(shape) / (T * D);
+  const bool channel = spec.axis == Axis::Channel;
+  const int64_t L = channel ? T : D, R = channel ? D : T;
+  const int64_t G = spec.group == kWholeAxis ? L : spec.group, groups = N * R * ((L + G - 1) / G);
+  const double param_bits = spec.params == ParamType::F16 ? 16.0 : 32.0;
+  double bits =
+      (double)numel(shape) * spec.bits + (double)groups * (spec.scheme == Scheme::Asym ? 2 : 1) * param_bits;
+  if (spec.boosted()) {
+    bits += (double)N * boost_count((int)D, spec.boost) * T * 2.0;  // high plane: 2 bits per boosted element
+    bits += (double)groups * 8.0;  // uint8 channel -> slot index per page: one per (channel, page) group
   }
-  return bits / elems;
+  return bits;
+}
+
+double bits_per_element(const QuantizedTensor& q) {
+  QuantizerSpec resolved = q.spec;
+  resolved.group = q.group;
+  return packed_bits(q.shape, resolved) / (double)numel(q.shape);
 }
 
 }  // namespace kvlab

@@ -277,7 +277,7 @@ TEST(BadInput, BoostMoreThan254Channels) {
 TEST(BadInput, ApplyMethodShapesDiffer) {
   const Tensor k = kvtest::random_kv({8, 4}, 1), v = kvtest::random_kv({8, 5}, 2);
   const std::string msg =
-      message_of<std::invalid_argument>([&] { apply_method(parse_method("kivi-2"), k.view(), v.view()); });
+      message_of<std::invalid_argument>([&] { parse_method("kivi-2")->apply(k.view(), v.view()); });
   EXPECT_THAT(msg, HasSubstr("(8, 4)"));
   EXPECT_THAT(msg, HasSubstr("(8, 5)"));
 }

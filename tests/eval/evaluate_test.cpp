@@ -62,8 +62,7 @@ TEST(Evaluate, AgreesWithWholeTensorMethodsAndAttentionErrors) {
   for (int64_t l = 0; l < 2; ++l) {
     const auto& x = f.layers[l];
     std::vector<kvlab::Reconstruction> caches;
-    for (const auto& n : names)
-      caches.push_back(kvlab::apply_method(kvlab::parse_method(n), x.k.view(), x.v.view()));
+    for (const auto& n : names) caches.push_back(kvlab::parse_method(n)->apply(x.k.view(), x.v.view()));
     const auto want = kvlab::attention_errors(x.q.view(), x.k.view(), x.v.view(), caches, pos);
     for (size_t m = 0; m < names.size(); ++m) {
       const auto& le = r.methods[m].layers[l];
@@ -77,7 +76,7 @@ TEST(Evaluate, AgreesWithWholeTensorMethodsAndAttentionErrors) {
         EXPECT_EQ(le.attn[h].topk_sum, want[m][h].topk_sum) << names[m];
       }
       // Reconstruction error over the schedule's quantized positions, head by head.
-      const kvlab::Schedule sc = kvlab::schedule(kvlab::parse_method(names[m]), 300);
+      const kvlab::Schedule sc = kvlab::parse_method(names[m])->schedule(300);
       for (int64_t g = 0; g < 2; ++g) {
         double se = 0, mx = 0;
         for (int64_t t = sc.key_begin; t < sc.key_end; ++t)
@@ -97,13 +96,13 @@ TEST(Evaluate, AgreesWithWholeTensorMethodsAndAttentionErrors) {
 
 TEST(Evaluate, HalfDumpTakesFp16ViewsWithTheSameResults) {
   // A dump of fp16 values is handed to core as fp16 views; every preset must give the sums of
-  // the fp32 path (apply_method on fp32 tensors, then the same kernel).
+  // the fp32 path (the methods' apply on fp32 tensors, then the same kernel).
   Fake f(1, 4, 2, 300, 32, true);
   const EvalResult r = kvlab::evaluate(f.shape, f.loader(), options({}, "last:40"));
   const auto& x = f.layers[0];
   const auto pos = kvlab::select_queries(kvlab::parse_queries("last:40"), 300);
   for (const auto& m : r.methods) {
-    const auto c = kvlab::apply_method(m.method, x.k.view(), x.v.view());
+    const auto c = m.method->apply(x.k.view(), x.v.view());
     const auto want = kvlab::attention_errors(x.q.view(), x.k.view(), x.v.view(), {c}, pos);
     for (int64_t h = 0; h < 4; ++h) {
       EXPECT_EQ(m.layers[0].attn[h].score_sq_err, want[0][h].score_sq_err) << m.name;
@@ -117,8 +116,8 @@ TEST(Evaluate, AggregatesAsDocumented) {
   Fake f(3, 4, 2, 200, 16, false);
   const EvalResult r = kvlab::evaluate(f.shape, f.loader(), options({"kivi-4"}, "last:50"));
   const auto& m = r.methods[0];
-  EXPECT_EQ(m.spec, kvlab::to_string(kvlab::parse_method("kivi-4")));
-  const auto bits = kvlab::bits_per_element(kvlab::parse_method("kivi-4"), 200, 16);
+  EXPECT_EQ(m.spec, kvlab::parse_method("kivi-4")->spec());
+  const auto bits = kvlab::parse_method("kivi-4")->bits(200, 16);
   EXPECT_EQ(m.bits.key, bits.key);
   EXPECT_EQ(m.bits.value, bits.value);
   double se = 0, err = 0, ref = 0, kl = 0, kse = 0;
@@ -318,7 +317,7 @@ TEST(Evaluate, BuiltInDumpMatchesDoubleLoop) {
     AttnStats want;
     for (int64_t l = 0; l < in.num_layers; ++l) {
       const LayerQKV x = load(l);
-      const auto c = kvlab::apply_method(m.method, x.k.view(), x.v.view());
+      const auto c = m.method->apply(x.k.view(), x.v.view());
       for (int64_t h = 0; h < in.num_q_heads; ++h)
         want.merge(evtest::errors(x.q, x.k, x.v, c.k, c.v, h, pos));
     }
