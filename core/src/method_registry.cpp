@@ -15,6 +15,7 @@ namespace kvlab {
   X(int8)                             \
   X(kivi)                             \
   X(kitty)                            \
+  X(fp8)                              \
   /* end of the list */
 
 namespace methods {
