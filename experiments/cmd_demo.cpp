@@ -21,7 +21,9 @@ Err error_of(const Tensor& ref, const Tensor& hat) {
   double se = 0, ss = 0, mx = 0;
   for (size_t i = 0; i < ref.data.size(); ++i) {
     const double d = (double)ref.data[i] - hat.data[i];
-    se += d * d, ss += (double)ref.data[i] * ref.data[i], mx = std::max(mx, std::fabs(d));
+    se += d * d;
+    ss += (double)ref.data[i] * ref.data[i];
+    mx = std::max(mx, std::fabs(d));
   }
   return {se / ref.data.size(), mx, std::sqrt(se / ss)};
 }

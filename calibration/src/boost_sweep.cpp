@@ -36,7 +36,11 @@ Tensor token_slice(const Tensor& x, int64_t b, int64_t e) {
 std::vector<double> oracle_scores(const LayerQKV& x, const UniformParams& m, int64_t calib,
                                   int64_t calib_queries, int threads) {
   SensitivityOptions so;
-  so.bits = m.kbits, so.group = m.group, so.sink = m.sink, so.params = m.params, so.profile = m.profile;
+  so.bits = m.kbits;
+  so.group = m.group;
+  so.sink = m.sink;
+  so.params = m.params;
+  so.profile = m.profile;
   so.threads = threads;
   so.queries = {QuerySelection::Mode::Last, std::min(calib_queries, calib)};
   const Tensor q = token_slice(x.q, 0, calib), k = token_slice(x.k, 0, calib);
@@ -90,18 +94,27 @@ std::vector<SweepSummary> summarize(const std::vector<SweepRow>& rows) {
   std::vector<std::vector<const SweepRow*>> groups;
   for (const SweepRow& r : rows) {
     const auto key = std::make_pair((int)r.selector, r.rate);
-    if (!at.count(key)) at[key] = groups.size(), groups.emplace_back();
+    if (!at.count(key)) {
+      at[key] = groups.size();
+      groups.emplace_back();
+    }
     groups[at[key]].push_back(&r);
   }
   for (const auto& g : groups) {
     SweepSummary s;
-    s.selector = g[0]->selector, s.rate = g[0]->rate, s.boost_k = g[0]->boost_k, s.bits = g[0]->bits.both();
+    s.selector = g[0]->selector;
+    s.rate = g[0]->rate;
+    s.boost_k = g[0]->boost_k;
+    s.bits = g[0]->bits.both();
     s.runs = (int)g.size();
-    s.score_mse_min = INFINITY, s.score_mse_max = -INFINITY;
+    s.score_mse_min = INFINITY;
+    s.score_mse_max = -INFINITY;
     for (const SweepRow* r : g) {
       const double e = r->attn.score_mse();
-      s.score_mse_mean += e / s.runs, s.out_err_mean += r->attn.out_rel_err() / s.runs;
-      s.score_mse_min = std::min(s.score_mse_min, e), s.score_mse_max = std::max(s.score_mse_max, e);
+      s.score_mse_mean += e / s.runs;
+      s.out_err_mean += r->attn.out_rel_err() / s.runs;
+      s.score_mse_min = std::min(s.score_mse_min, e);
+      s.score_mse_max = std::max(s.score_mse_max, e);
     }
     if (s.runs > 1 && s.score_mse_min < s.score_mse_max) {  // sample standard deviation over seeds
       double a = 0, b = 0;
@@ -109,7 +122,8 @@ std::vector<SweepSummary> summarize(const std::vector<SweepRow>& rows) {
         a += std::pow(r->attn.score_mse() - s.score_mse_mean, 2);
         b += std::pow(r->attn.out_rel_err() - s.out_err_mean, 2);
       }
-      s.score_mse_std = std::sqrt(a / (s.runs - 1)), s.out_err_std = std::sqrt(b / (s.runs - 1));
+      s.score_mse_std = std::sqrt(a / (s.runs - 1));
+      s.out_err_std = std::sqrt(b / (s.runs - 1));
     }
     out.push_back(s);
   }
@@ -155,7 +169,8 @@ SweepResult boost_sweep(const EvalShape& shape, const LayerLoader& load, const S
     fail("--queries " + to_string(qsel) + " starts at position " + std::to_string(positions.front()) +
          ", inside the calibration prefix of " + std::to_string(res.calib_tokens) +
          " tokens (--calib-tokens)");
-  res.num_queries = (int64_t)positions.size(), res.first_query = positions.front();
+  res.num_queries = (int64_t)positions.size();
+  res.first_query = positions.front();
   ScopedThreads threads(o.threads);
 
   std::vector<Run> runs;

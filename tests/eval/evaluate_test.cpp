@@ -83,7 +83,8 @@ TEST(Evaluate, AgreesWithWholeTensorMethodsAndAttentionErrors) {
           for (int64_t c = 0; c < 32; ++c) {
             const double d =
                 (double)x.k.data[(g * 300 + t) * 32 + c] - caches[m].k.data[(g * 300 + t) * 32 + c];
-            se += d * d, mx = std::max(mx, std::fabs(d));
+            se += d * d;
+            mx = std::max(mx, std::fabs(d));
           }
         EXPECT_EQ(le.key[g].count, (sc.key_end - sc.key_begin) * 32);
         EXPECT_NEAR(le.key[g].sq_err, se, 1e-12 * se) << names[m];
@@ -123,10 +124,18 @@ TEST(Evaluate, AggregatesAsDocumented) {
   double se = 0, err = 0, ref = 0, kl = 0, kse = 0;
   int64_t count = 0, queries = 0, kcount = 0;
   for (const auto& le : m.layers) {
-    for (const auto& a : le.attn)
-      se += a.score_sq_err, count += a.score_count, err += a.out_sq_err, ref += a.out_sq_ref, kl += a.kl_sum,
-          queries += a.queries;
-    for (const auto& k : le.key) kse += k.sq_err, kcount += k.count;
+    for (const auto& a : le.attn) {
+      se += a.score_sq_err;
+      count += a.score_count;
+      err += a.out_sq_err;
+      ref += a.out_sq_ref;
+      kl += a.kl_sum;
+      queries += a.queries;
+    }
+    for (const auto& k : le.key) {
+      kse += k.sq_err;
+      kcount += k.count;
+    }
   }
   EXPECT_EQ(queries, 3 * 4 * 50);
   EXPECT_EQ(count, 3 * 4 * (151 + 200) * 50 / 2);                // positions 150..199 see t + 1 keys
@@ -256,7 +265,10 @@ class MissingValues final : public kvlab::DumpReader {
  public:
   MissingValues() {
     info_.model = "test";
-    info_.num_layers = 2, info_.num_q_heads = 2, info_.num_kv_heads = 1, info_.head_dim = 8,
+    info_.num_layers = 2;
+    info_.num_q_heads = 2;
+    info_.num_kv_heads = 1;
+    info_.head_dim = 8;
     info_.tokens = 32;
   }
   const kvlab::DumpInfo& info() const override { return info_; }
@@ -294,7 +306,8 @@ TEST(EvaluateBadInput, LoaderShapesAreChecked) {
   e = error_of([&] { kvlab::evaluate(g.shape, g.loader(), options({"int8"})); });
   EXPECT_NE(e.find("layer 0 q"), std::string::npos) << e;
   EvalShape bad = g.shape;
-  bad.num_q_heads = 3, bad.num_kv_heads = 2;
+  bad.num_q_heads = 3;
+  bad.num_kv_heads = 2;
   e = error_of([&] { kvlab::evaluate(bad, g.loader(), options({"int8"})); });
   EXPECT_NE(e.find("3 query heads are not a multiple of 2"), std::string::npos) << e;
 }
