@@ -26,8 +26,8 @@ const std::vector<uint16_t>& input() {
 }
 
 kvlab::QuantizerSpec quantizer_of(const std::string& preset, bool key) {
-  const kvlab::MethodSpec m = kvlab::parse_method(preset);
-  return key ? kvlab::key_quantizer(m) : kvlab::value_quantizer(m);
+  const kvlab::MethodPtr m = kvlab::parse_method(preset);
+  return key ? *m->key_quantizer() : *m->value_quantizer();
 }
 
 void BM_Quantize(benchmark::State& st, std::string preset, bool key) {

@@ -1,4 +1,5 @@
-// kvlab demo: every preset on the built-in synthetic K/V tensor; reconstruction error vs bits.
+// kvlab demo: every preset (or the methods given) on the built-in synthetic K/V tensor;
+// reconstruction error vs bits.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -6,6 +7,7 @@
 
 #include "common.h"
 #include "kvlab/method.h"
+#include "kvlab/selection.h"
 #include "kvlab/synthetic.h"
 
 namespace kvlab::cli {
@@ -19,7 +21,9 @@ Err error_of(const Tensor& ref, const Tensor& hat) {
   double se = 0, ss = 0, mx = 0;
   for (size_t i = 0; i < ref.data.size(); ++i) {
     const double d = (double)ref.data[i] - hat.data[i];
-    se += d * d, ss += (double)ref.data[i] * ref.data[i], mx = std::max(mx, std::fabs(d));
+    se += d * d;
+    ss += (double)ref.data[i] * ref.data[i];
+    mx = std::max(mx, std::fabs(d));
   }
   return {se / ref.data.size(), mx, std::sqrt(se / ss)};
 }
@@ -28,6 +32,7 @@ Err error_of(const Tensor& ref, const Tensor& hat) {
 
 static void add_demo(CLI::App& app) {
   auto p = std::make_shared<SyntheticParams>();
+  auto methods = std::make_shared<std::vector<std::string>>();
   p->tokens = 2048;
   auto* c = app.add_subcommand("demo",
                                "Quantize the built-in synthetic K/V with every preset; print error and bits");
@@ -35,7 +40,18 @@ static void add_demo(CLI::App& app) {
   c->add_option("--tokens", p->tokens, "tokens T")->capture_default_str();
   c->add_option("--head-dim", p->head_dim, "head dim D")->capture_default_str();
   c->add_option("--seed", p->seed, "generator seed")->capture_default_str();
-  c->callback([p] {
+  c->add_option("--methods", *methods, "methods, comma-separated presets or specs (default: every preset)");
+  c->callback([p, methods] {
+    std::vector<std::string> names;
+    for (const auto& item : *methods)
+      for (auto& m : split_method_list(item)) names.push_back(m);
+    if (names.empty())
+      for (const auto& pr : presets()) names.push_back(pr.name);
+    std::vector<MethodPtr> resolved;  // every name checked before the work starts
+    for (const auto& name : names) {
+      resolved.push_back(parse_method(name));
+      resolved.back()->check_model({1, p->heads, p->head_dim});
+    }
     const auto t0 = std::chrono::steady_clock::now();
     const SyntheticKV kv = synthetic_kv(*p);
     std::printf(
@@ -49,11 +65,19 @@ static void add_demo(CLI::App& app) {
       Err k, v;
     };
     std::vector<Row> rows;
-    for (const auto& pr : presets()) {
-      const MethodSpec m = parse_method(pr.name);
-      const Reconstruction r = apply_method(m, kv.k.view(), kv.v.view());
-      rows.push_back(
-          {pr.name, bits_per_element(m, p->tokens, p->head_dim), error_of(kv.k, r.k), error_of(kv.v, r.v)});
+    for (size_t i = 0; i < names.size(); ++i) {
+      const Method& m = *resolved[i];
+      // One KV head at a time, as eval applies methods (codebook methods pick tables per head).
+      Reconstruction r{kv.k, kv.v};
+      const int64_t TD = p->tokens * p->head_dim;
+      for (int64_t h = 0; h < p->heads; ++h) {
+        const TensorView k{&kv.k.data[h * TD], DType::F32, {1, p->tokens, p->head_dim}};
+        const TensorView v{&kv.v.data[h * TD], DType::F32, {1, p->tokens, p->head_dim}};
+        const Reconstruction one = m.apply(k, v, {0, h});
+        std::copy(one.k.data.begin(), one.k.data.end(), &r.k.data[h * TD]);
+        std::copy(one.v.data.begin(), one.v.data.end(), &r.v.data[h * TD]);
+      }
+      rows.push_back({names[i], m.bits(p->tokens, p->head_dim), error_of(kv.k, r.k), error_of(kv.v, r.v)});
     }
     std::stable_sort(rows.begin(), rows.end(),
                      [](const Row& a, const Row& b) { return a.bits.both() < b.bits.both(); });

@@ -4,10 +4,12 @@
 #include <exception>
 
 #include "common.h"
+#include "kvlab/vq_method.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"kvlab: KV-cache quantization research toolkit"};
   app.require_subcommand(1);
+  kvlab::register_vq_method();  // before the commands list or parse methods
   kvlab::cli::add_all_commands(app);
 #if defined(KVLAB_HAVE_GPU_CLI)
   kvlab::cli::add_gpu(app);

@@ -2,8 +2,6 @@
 // scored in batches by eval's attention reference; see boost_sweep.h.
 #include "kvlab/boost_sweep.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -13,6 +11,7 @@
 #include "kvlab/attention.h"
 #include "kvlab/kv_text.h"
 #include "kvlab/sensitivity.h"
+#include "kvlab/threads.h"
 
 namespace kvlab {
 namespace {
@@ -34,10 +33,14 @@ Tensor token_slice(const Tensor& x, int64_t b, int64_t e) {
 
 // Oracle scores per (kv head, channel): attention-score MSE on the calibration prefix, averaged
 // over the KV head's query heads.
-std::vector<double> oracle_scores(const LayerQKV& x, const MethodSpec& m, int64_t calib,
+std::vector<double> oracle_scores(const LayerQKV& x, const UniformParams& m, int64_t calib,
                                   int64_t calib_queries, int threads) {
   SensitivityOptions so;
-  so.bits = m.kbits, so.group = m.group, so.sink = m.sink, so.params = m.params, so.profile = m.profile;
+  so.bits = m.kbits;
+  so.group = m.group;
+  so.sink = m.sink;
+  so.params = m.params;
+  so.profile = m.profile;
   so.threads = threads;
   so.queries = {QuerySelection::Mode::Last, std::min(calib_queries, calib)};
   const Tensor q = token_slice(x.q, 0, calib), k = token_slice(x.k, 0, calib);
@@ -50,7 +53,7 @@ std::vector<double> oracle_scores(const LayerQKV& x, const MethodSpec& m, int64_
 }
 
 // PrefixMagnitude scores per (kv head, channel): mean |k| over the prefix's quantized keys.
-std::vector<double> prefix_magnitude(const LayerQKV& x, const MethodSpec& m, int64_t calib) {
+std::vector<double> prefix_magnitude(const LayerQKV& x, const UniformParams& m, int64_t calib) {
   const int64_t Hkv = x.k.shape[0], T = x.k.shape[1], D = x.k.shape[2];
   const int64_t kb = std::min<int64_t>(m.sink, calib), ke = kb + (calib - kb) / m.group * m.group;
   std::vector<double> score(Hkv * D);
@@ -91,18 +94,27 @@ std::vector<SweepSummary> summarize(const std::vector<SweepRow>& rows) {
   std::vector<std::vector<const SweepRow*>> groups;
   for (const SweepRow& r : rows) {
     const auto key = std::make_pair((int)r.selector, r.rate);
-    if (!at.count(key)) at[key] = groups.size(), groups.emplace_back();
+    if (!at.count(key)) {
+      at[key] = groups.size();
+      groups.emplace_back();
+    }
     groups[at[key]].push_back(&r);
   }
   for (const auto& g : groups) {
     SweepSummary s;
-    s.selector = g[0]->selector, s.rate = g[0]->rate, s.boost_k = g[0]->boost_k, s.bits = g[0]->bits.both();
+    s.selector = g[0]->selector;
+    s.rate = g[0]->rate;
+    s.boost_k = g[0]->boost_k;
+    s.bits = g[0]->bits.both();
     s.runs = (int)g.size();
-    s.score_mse_min = INFINITY, s.score_mse_max = -INFINITY;
+    s.score_mse_min = INFINITY;
+    s.score_mse_max = -INFINITY;
     for (const SweepRow* r : g) {
       const double e = r->attn.score_mse();
-      s.score_mse_mean += e / s.runs, s.out_err_mean += r->attn.out_rel_err() / s.runs;
-      s.score_mse_min = std::min(s.score_mse_min, e), s.score_mse_max = std::max(s.score_mse_max, e);
+      s.score_mse_mean += e / s.runs;
+      s.out_err_mean += r->attn.out_rel_err() / s.runs;
+      s.score_mse_min = std::min(s.score_mse_min, e);
+      s.score_mse_max = std::max(s.score_mse_max, e);
     }
     if (s.runs > 1 && s.score_mse_min < s.score_mse_max) {  // sample standard deviation over seeds
       double a = 0, b = 0;
@@ -110,7 +122,8 @@ std::vector<SweepSummary> summarize(const std::vector<SweepRow>& rows) {
         a += std::pow(r->attn.score_mse() - s.score_mse_mean, 2);
         b += std::pow(r->attn.out_rel_err() - s.out_err_mean, 2);
       }
-      s.score_mse_std = std::sqrt(a / (s.runs - 1)), s.out_err_std = std::sqrt(b / (s.runs - 1));
+      s.score_mse_std = std::sqrt(a / (s.runs - 1));
+      s.out_err_std = std::sqrt(b / (s.runs - 1));
     }
     out.push_back(s);
   }
@@ -120,21 +133,22 @@ std::vector<SweepSummary> summarize(const std::vector<SweepRow>& rows) {
 SweepResult boost_sweep(const EvalShape& shape, const LayerLoader& load, const SweepOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t T = shape.tokens, D = shape.head_dim;
-  const MethodSpec m = parse_method(o.method);
-  if (m.family != Family::Kitty) fail("--method " + o.method + " is not a kitty method");
+  const MethodPtr base = parse_method(o.method);
+  if (base->family() != "kitty") fail("--method " + o.method + " is not a kitty method");
+  const UniformParams& m = *base->uniform();
   if (o.rates.empty()) fail("--rates is empty");
   for (double r : o.rates)
     if (!(r >= 0.0 && r <= 1.0)) fail("rate " + text::format_double(r) + " is outside [0, 1]");
   if (o.selectors.empty()) fail("--selectors is empty");
   if (o.seeds < 1) fail("--seeds " + std::to_string(o.seeds) + " must be at least 1");
-  const Schedule sched = schedule(m, T);
+  const Schedule sched = base->schedule(T);
   if (sched.key_end <= sched.key_begin)
     fail(std::to_string(T) + " tokens hold no whole key page of group " + std::to_string(m.group) +
          " after sink " + std::to_string(m.sink) + " (need T >= " + std::to_string(m.sink + m.group) +
          "): every selector would be the same");
   SweepResult res;
   res.shape = shape;
-  res.method = to_string(m);
+  res.method = base->spec();
   res.layers = resolve_layers(o.layers, shape.num_layers);
   const bool oracle =
       std::find(o.selectors.begin(), o.selectors.end(), Selector::Oracle) != o.selectors.end();
@@ -155,8 +169,9 @@ SweepResult boost_sweep(const EvalShape& shape, const LayerLoader& load, const S
     fail("--queries " + to_string(qsel) + " starts at position " + std::to_string(positions.front()) +
          ", inside the calibration prefix of " + std::to_string(res.calib_tokens) +
          " tokens (--calib-tokens)");
-  res.num_queries = (int64_t)positions.size(), res.first_query = positions.front();
-  if (o.threads > 0) omp_set_num_threads(o.threads);
+  res.num_queries = (int64_t)positions.size();
+  res.first_query = positions.front();
+  ScopedThreads threads(o.threads);
 
   std::vector<Run> runs;
   for (Selector s : o.selectors)
@@ -167,12 +182,11 @@ SweepResult boost_sweep(const EvalShape& shape, const LayerLoader& load, const S
         runs.push_back({s, r, -1});
     }
   res.rows.resize(runs.size());
+  std::vector<MethodPtr> at_rate(runs.size());
   for (size_t i = 0; i < runs.size(); ++i) {
-    MethodSpec mr = m;
-    mr.boost = runs[i].rate;
-    res.rows[i] = {
-        runs[i].selector,          runs[i].rate, runs[i].seed, boost_count((int)D, runs[i].rate), {},
-        bits_per_element(mr, T, D)};
+    at_rate[i] = kitty_with_boost(*base, runs[i].rate);
+    res.rows[i] = {runs[i].selector,      runs[i].rate, runs[i].seed, boost_count((int)D, runs[i].rate), {},
+                   at_rate[i]->bits(T, D)};
   }
   for (int64_t l = res.layers.first; l <= res.layers.last; ++l) {
     const LayerQKV x = load(l);
@@ -185,16 +199,15 @@ SweepResult boost_sweep(const EvalShape& shape, const LayerLoader& load, const S
       const size_t e = std::min(runs.size(), b + kCacheBatch);
       std::vector<Reconstruction> caches;
       for (size_t i = b; i < e; ++i) {
-        MethodSpec mr = m;
-        mr.boost = runs[i].rate;
+        const Method& mr = *at_rate[i];
         if (runs[i].selector ==
             Selector::Magnitude) {  // core's own ranking: the paper's method, byte for byte
-          caches.push_back(apply_method(mr, x.k.view(), x.v.view()));
+          caches.push_back(mr.apply(x.k.view(), x.v.view()));
         } else {
           const std::vector<int32_t> ch = select_boost_channels(
               runs[i].selector, range, m.group, res.rows[i].boost_k, (uint64_t)runs[i].seed,
               runs[i].selector == Selector::Oracle ? scores : mags);
-          caches.push_back(apply_method(mr, x.k.view(), x.v.view(), ch));
+          caches.push_back(apply_kitty(mr, x.k.view(), x.v.view(), ch));
         }
       }
       const auto err = attention_errors(x.q.view(), x.k.view(), x.v.view(), caches, positions);

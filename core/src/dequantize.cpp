@@ -147,6 +147,10 @@ std::vector<uint16_t> dequantize_half(const QuantizedTensor& q) {
   return out;
 }
 
+double packed_bits(const std::vector<int64_t>& shape, const QuantizerSpec& spec) {
+  return make_layout(shape, spec).payload_bits();
+}
+
 double bits_per_element(const QuantizedTensor& q) {
   return layout_of(q).payload_bits() / (double)numel(q.shape);
 }

@@ -1,8 +1,6 @@
 // The evaluation driver: layer by layer, KV head by KV head, every method against the reference.
 #include "kvlab/evaluate.h"
 
-#include <omp.h>
-
 #include <chrono>
 #include <cstring>
 #include <ctime>
@@ -11,6 +9,7 @@
 
 #include "group.h"
 #include "head_cache.h"
+#include "kvlab/threads.h"
 
 namespace kvlab {
 
@@ -41,19 +40,6 @@ void check_tensor(const Tensor& t, const std::vector<int64_t>& want, int64_t lay
                                 shape_string(t.shape) + ", expected " + shape_string(want));
 }
 
-// Scoped OpenMP thread count.
-class Threads {
- public:
-  explicit Threads(int n) : saved_(omp_get_max_threads()) {
-    if (n > 0) omp_set_num_threads(n);
-  }
-  ~Threads() { omp_set_num_threads(saved_); }
-  int now() const { return omp_get_max_threads(); }
-
- private:
-  int saved_;
-};
-
 }  // namespace
 
 ReconStats LayerEval::key_total() const {
@@ -72,6 +58,145 @@ AttnStats LayerEval::attn_total() const {
   return s;
 }
 
+namespace {
+
+// Wall and CPU seconds of one phase, added to its counters when the scope ends.
+class PhaseTimer {
+ public:
+  PhaseTimer(double& wall, double& cpu) : wall_(wall), cpu_(cpu), t0_(Clock::now()), c0_(process_cpu()) {}
+  ~PhaseTimer() {
+    wall_ += since(t0_);
+    cpu_ += process_cpu() - c0_;
+  }
+
+ private:
+  double &wall_, &cpu_;
+  Clock::time_point t0_;
+  double c0_;
+};
+
+// Phase 1: every name the user typed, parsed and checked against the dump's shape before the
+// first layer is read.
+std::vector<MethodEval> resolve_methods(const std::vector<std::string>& names, const EvalShape& shape) {
+  std::vector<MethodEval> out;
+  for (const auto& name : names) {
+    MethodEval m;
+    m.name = name;
+    try {
+      m.method = parse_method(name);
+      m.method->check_model({shape.num_layers, shape.num_kv_heads, shape.head_dim});
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument("--methods '" + name + "': " + e.what());
+    }
+    m.spec = m.method->spec();
+    m.bits = m.method->bits(shape.tokens, shape.head_dim);
+    m.schedule = m.method->schedule(shape.tokens);
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+// Phase 2: one layer, checked, with only the selected queries kept, scaled, in place: (Hq, N, D).
+LayerQKV load_layer(const LayerLoader& load, int64_t layer, const EvalShape& shape,
+                    const std::vector<int64_t>& pos) {
+  const int64_t T = shape.tokens, D = shape.head_dim, Hq = shape.num_q_heads, Hkv = shape.num_kv_heads;
+  const int64_t N = pos.size();
+  LayerQKV x = load(layer);
+  check_tensor(x.q, {Hq, T, D}, layer, "q");
+  check_tensor(x.k, {Hkv, T, D}, layer, "k");
+  check_tensor(x.v, {Hkv, T, D}, layer, "v");
+  check_finite(x.q.view(), "eval: layer " + std::to_string(layer) + " q");
+  for (int64_t h = 0; h < Hq; ++h) detail::gather_scaled(&x.q.data[h * T * D], pos, D, &x.q.data[h * N * D]);
+  x.q.data.resize(Hq * N * D);
+  x.q.data.shrink_to_fit();
+  return x;
+}
+
+// Phase 3: every method's cache of KV head g, with its reconstruction errors recorded in the
+// method's current layer. Methods run in parallel (core's loops inside run single-threaded
+// then); an exception is rethrown after the loop, the first method's first.
+std::vector<detail::HeadCache> apply_head(std::vector<MethodEval>& methods, int64_t layer, int64_t g,
+                                          const float* k, const float* v, int64_t T, int64_t D) {
+  const int M = methods.size();
+  // Dumps captured in fp16 hold fp16 values: methods then read fp16 views (the same values,
+  // minus a per-element rounding to fp16 in every call).
+  const detail::HalfCopies half = detail::half_copies(k, v, T * D);
+  const TensorView k_in =
+      half.exact ? TensorView{half.k.data(), DType::F16, {1, T, D}} : TensorView{k, DType::F32, {1, T, D}};
+  const TensorView v_in =
+      half.exact ? TensorView{half.v.data(), DType::F16, {1, T, D}} : TensorView{v, DType::F32, {1, T, D}};
+  std::vector<detail::HeadCache> caches(M);
+  std::vector<std::exception_ptr> errors(M);
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int mi = 0; mi < M; ++mi) {
+    try {
+      MethodEval& m = methods[mi];
+      detail::HeadCache& c = caches[mi];
+      c.r = m.method->apply(k_in, v_in, {layer, g});
+      detail::finish_head_cache(k, v, T, D, m.schedule, c);
+      LayerEval& le = m.layers.back();
+      le.key[g] = c.key;
+      le.value[g] = c.value;
+    } catch (...) {
+      errors[mi] = std::current_exception();
+    }
+  }
+  for (const auto& e : errors)
+    if (e) std::rethrow_exception(e);
+  return caches;
+}
+
+// Phase 4: attention of KV head g's query heads against the reference and every method that
+// changed the cache, accumulated into the methods' current layer. The reference runs even when
+// no method needs computing: its ||O|| enters the identical methods' relative error (0 / ||O||).
+void score_head(std::vector<MethodEval>& methods, const std::vector<detail::HeadCache>& caches,
+                const LayerQKV& x, int64_t g, const EvalShape& shape, const std::vector<int64_t>& pos,
+                const AttentionTiles& tiles, AttentionTimes* times) {
+  const int64_t T = shape.tokens, D = shape.head_dim, N = pos.size();
+  const int64_t group = shape.num_q_heads / shape.num_kv_heads;
+  int64_t visible = 0;  // valid causal entries per head
+  for (int64_t p : pos) visible += p + 1;
+  detail::GroupJob job;
+  for (const detail::HeadCache& c : caches)
+    if (!c.identical) job.methods.push_back({c.r.k.data.data(), c.r.v.data.data()});
+  job.q = &x.q.data[g * group * N * D];
+  job.heads = group;
+  job.N = N;
+  job.D = D;
+  job.pos = pos.data();
+  job.k = &x.k.data[g * T * D];
+  job.v = &x.v.data[g * T * D];
+  job.tiles = tiles;
+  detail::GroupResult gr;
+  detail::run_group(job, gr, nullptr, times);
+  for (int64_t h = 0; h < group; ++h) {
+    int slot = 0;  // index among the computed methods
+    for (size_t mi = 0; mi < methods.size(); ++mi) {
+      AttnStats& a = methods[mi].layers.back().attn[g * group + h];
+      if (!caches[mi].identical) {
+        a = gr.stats[slot++][h];
+        continue;
+      }
+      a.score_count = visible;
+      a.queries = N;
+      a.topk_sum = (double)N;
+      a.out_sq_ref = gr.ref_sq[h];
+    }
+  }
+}
+
+// Phase 5: totals over the evaluated layers and heads.
+void finish(std::vector<MethodEval>& methods) {
+  for (auto& m : methods)
+    for (const auto& le : m.layers) {
+      m.key.merge(le.key_total());
+      m.value.merge(le.value_total());
+      m.attn.merge(le.attn_total());
+    }
+}
+
+}  // namespace
+
 EvalResult evaluate(const EvalShape& shape, const LayerLoader& load, const EvalOptions& opt) {
   const auto t_start = Clock::now();
   const double cpu_start = process_cpu();
@@ -85,142 +210,40 @@ EvalResult evaluate(const EvalShape& shape, const LayerLoader& load, const EvalO
                                 std::to_string(opt.tiles.query_tile) + ", key_tile " +
                                 std::to_string(opt.tiles.key_tile) + ")");
   const int64_t T = shape.tokens, D = shape.head_dim, Hq = shape.num_q_heads, Hkv = shape.num_kv_heads;
-  const int64_t group = Hq / Hkv, TD = T * D;
-
-  // Everything the user typed is checked before the first layer is read.
-  const std::vector<std::string>& names = opt.methods.empty() ? default_eval_methods() : opt.methods;
-  for (const auto& name : names) {
-    MethodEval m;
-    m.name = name;
-    std::string args;
-    if (const CustomMethodFactory* f = find_method_family(name, &args)) {
-      try {
-        m.custom = std::make_shared<const CustomMethod>((*f)(args, shape));
-      } catch (const std::invalid_argument& e) {
-        throw std::invalid_argument("--methods '" + name + "': " + e.what());
-      }
-      m.spec = m.custom->spec, m.bits = m.custom->bits, m.schedule = m.custom->schedule;
-      res.methods.push_back(std::move(m));
-      continue;
-    }
-    try {
-      m.method = parse_method(name);
-    } catch (const std::invalid_argument& e) {
-      std::string families;  // registered outside core (method_registry.h); for unknown names only
-      if (std::string(e.what()).rfind("method=", 0) == 0)
-        for (const auto& f : custom_method_families())
-          families += (families.empty() ? "" : ", ") + f + ":...";
-      throw std::invalid_argument("--methods '" + name + "': " + e.what() +
-                                  (families.empty() ? "" : "; or a registered family: " + families));
-    }
-    m.spec = to_string(m.method);
-    m.bits = bits_per_element(m.method, T, D);
-    m.schedule = schedule(m.method, T);
-    res.methods.push_back(std::move(m));
-  }
+  res.methods = resolve_methods(opt.methods.empty() ? default_eval_methods() : opt.methods, shape);
   const std::vector<int64_t> pos = select_queries(opt.queries, T);
-  const int64_t N = pos.size();
-  res.num_queries = N;
+  res.num_queries = pos.size();
   res.layers = resolve_layers(opt.layers, shape.num_layers);
-  const int M = res.methods.size();
-  int64_t visible = 0;  // valid causal entries per head
-  for (int64_t p : pos) visible += p + 1;
 
-  Threads threads(opt.threads);
-  res.threads = threads.now();
+  ScopedThreads threads(opt.threads);
+  res.threads = threads.count();
   const int64_t total_layers = res.layers.last - res.layers.first + 1;
   for (int64_t layer = res.layers.first; layer <= res.layers.last; ++layer) {
-    auto t0 = Clock::now();
-    double c0 = process_cpu();
-    LayerQKV x = load(layer);
-    check_tensor(x.q, {Hq, T, D}, layer, "q");
-    check_tensor(x.k, {Hkv, T, D}, layer, "k");
-    check_tensor(x.v, {Hkv, T, D}, layer, "v");
-    check_finite(x.q.view(), "eval: layer " + std::to_string(layer) + " q");
-    // Keep only the selected queries, scaled, in place: (Hq, N, D).
-    for (int64_t h = 0; h < Hq; ++h) detail::gather_scaled(&x.q.data[h * TD], pos, D, &x.q.data[h * N * D]);
-    x.q.data.resize(Hq * N * D);
-    x.q.data.shrink_to_fit();
-    res.times.load += since(t0);
-    res.times.load_cpu += process_cpu() - c0;
-
+    LayerQKV x;
+    {
+      PhaseTimer t(res.times.load, res.times.load_cpu);
+      x = load_layer(load, layer, shape, pos);
+    }
     for (auto& m : res.methods) {
       LayerEval le;
       le.layer = layer;
-      le.key.resize(Hkv), le.value.resize(Hkv), le.attn.resize(Hq);
+      le.key.resize(Hkv);
+      le.value.resize(Hkv);
+      le.attn.resize(Hq);
       m.layers.push_back(std::move(le));
     }
     for (int64_t g = 0; g < Hkv; ++g) {
-      t0 = Clock::now();
-      c0 = process_cpu();
-      const float* k = &x.k.data[g * TD];
-      const float* v = &x.v.data[g * TD];
-      const TensorView kview{k, DType::F32, {1, T, D}}, vview{v, DType::F32, {1, T, D}};
-      // Dumps captured in fp16 hold fp16 values: core's methods then read fp16 views (the same
-      // values, minus a per-element rounding to fp16 in every call).
-      const detail::HalfCopies half = detail::half_copies(k, v, TD);
-      const TensorView k_in = half.exact ? TensorView{half.k.data(), DType::F16, {1, T, D}} : kview;
-      const TensorView v_in = half.exact ? TensorView{half.v.data(), DType::F16, {1, T, D}} : vview;
-      // Methods in parallel (core's loops inside run single-threaded then); an exception is
-      // rethrown after the loop, the first method's first.
-      std::vector<detail::HeadCache> caches(M);
-      std::vector<std::exception_ptr> errors(M);
-#pragma omp parallel for schedule(dynamic, 1)
-      for (int mi = 0; mi < M; ++mi) {
-        try {
-          MethodEval& m = res.methods[mi];
-          detail::HeadCache& c = caches[mi];
-          c.r = m.custom ? m.custom->apply(layer, g, kview, vview) : apply_method(m.method, k_in, v_in);
-          detail::finish_head_cache(k, v, T, D, m.schedule, c);
-          LayerEval& le = m.layers.back();
-          le.key[g] = c.key, le.value[g] = c.value;
-        } catch (...) {
-          errors[mi] = std::current_exception();
-        }
+      std::vector<detail::HeadCache> caches;
+      {
+        PhaseTimer t(res.times.quantize, res.times.quantize_cpu);
+        caches = apply_head(res.methods, layer, g, &x.k.data[g * T * D], &x.v.data[g * T * D], T, D);
       }
-      for (const auto& e : errors)
-        if (e) std::rethrow_exception(e);
-      detail::GroupJob job;
-      for (int mi = 0; mi < M; ++mi)
-        if (!caches[mi].identical)
-          job.methods.push_back({caches[mi].r.k.data.data(), caches[mi].r.v.data.data()});
-      res.times.quantize += since(t0);
-      res.times.quantize_cpu += process_cpu() - c0;
-
-      t0 = Clock::now();
-      c0 = process_cpu();
-      // The reference runs even when no method needs computing: its ||O|| enters the
-      // identical methods' relative error (0 / ||O||).
-      detail::GroupResult gr;
-      job.q = &x.q.data[g * group * N * D];
-      job.heads = group, job.N = N, job.D = D;
-      job.pos = pos.data();
-      job.k = k, job.v = v;
-      job.tiles = opt.tiles;
-      detail::run_group(job, gr, nullptr, &res.times.cpu);
-      for (int64_t h = 0; h < group; ++h) {
-        int slot = 0;  // index among the computed methods
-        for (int mi = 0; mi < M; ++mi) {
-          AttnStats& a = res.methods[mi].layers.back().attn[g * group + h];
-          if (!caches[mi].identical) {
-            a = gr.stats[slot++][h];
-            continue;
-          }
-          a.score_count = visible, a.queries = N, a.topk_sum = (double)N, a.out_sq_ref = gr.ref_sq[h];
-        }
-      }
-      res.times.attention += since(t0);
-      res.times.attention_cpu += process_cpu() - c0;
+      PhaseTimer t(res.times.attention, res.times.attention_cpu);
+      score_head(res.methods, caches, x, g, shape, pos, opt.tiles, &res.times.cpu);
     }
     if (opt.progress) opt.progress({layer - res.layers.first + 1, total_layers, since(t_start)});
   }
-
-  for (auto& m : res.methods)
-    for (const auto& le : m.layers) {
-      m.key.merge(le.key_total());
-      m.value.merge(le.value_total());
-      m.attn.merge(le.attn_total());
-    }
+  finish(res.methods);
   res.times.total = since(t_start);
   res.times.total_cpu = process_cpu() - cpu_start;
   return res;

@@ -19,7 +19,7 @@ struct HeadCache {
 void finish_head_cache(const float* k, const float* v, int64_t T, int64_t D, const Schedule& s, HeadCache& c);
 
 // fp16 copies of one KV head's K and V (n values each), `exact` when every value is an fp16
-// value. apply_method then reads fp16 views: the same values, without rounding each element
+// value. The methods' apply then reads fp16 views: the same values, without rounding each element
 // to fp16 again for every method.
 struct HalfCopies {
   std::vector<_Float16> k, v;

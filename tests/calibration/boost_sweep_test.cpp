@@ -22,7 +22,9 @@ struct Fixture {
     shape = {i.num_layers, i.num_q_heads, i.num_kv_heads, i.head_dim, i.tokens};
     load = [this](int64_t l) {
       LayerQKV x;
-      x.q = dump.read(l, Role::q), x.k = dump.read(l, Role::k), x.v = dump.read(l, Role::v);
+      x.q = dump.read(l, Role::q);
+      x.k = dump.read(l, Role::k);
+      x.v = dump.read(l, Role::v);
       return x;
     };
   }
@@ -91,10 +93,9 @@ TEST(BoostSweep, PrefixMagnitudeUsesThePrefixMeanAbs) {
   o.rates = {0.125};
   o.calib_tokens = 40;  // sink 8 + one group of 32
   const SweepResult r = boost_sweep(f.shape, f.load, o);
-  MethodSpec m = parse_method(o.method);
-  m.boost = 0.125;
+  const MethodPtr m = kitty_with_boost(*parse_method(o.method), 0.125);
   const std::vector<int64_t> pos = select_queries(parse_queries("last:256"), 512);
-  const Schedule s = schedule(m, 512);
+  const Schedule s = m->schedule(512);
   AttnStats want;
   for (int64_t l = 0; l < 2; ++l) {
     const LayerQKV x = f.load(l);
@@ -109,7 +110,7 @@ TEST(BoostSweep, PrefixMagnitudeUsesThePrefixMeanAbs) {
     }
     const auto ch = select_boost_channels(Selector::PrefixMagnitude, range, 32, 2, 0, score);
     const auto err = attention_errors(x.q.view(), x.k.view(), x.v.view(),
-                                      {apply_method(m, x.k.view(), x.v.view(), ch)}, pos);
+                                      {apply_kitty(*m, x.k.view(), x.v.view(), ch)}, pos);
     for (const AttnStats& a : err[0]) want.merge(a);
   }
   EXPECT_EQ(r.rows[0].attn.score_sq_err, want.score_sq_err);

@@ -1,4 +1,4 @@
-// quantize(x, spec, boost_channels) and apply_method(m, k, v, key_boost): Kitty pages with the
+// quantize(x, spec, boost_channels) and apply_kitty(m, k, v, key_boost): Kitty pages with the
 // boosted channels chosen by the caller (channel selection studies, calibration/).
 #include <gtest/gtest.h>
 
@@ -16,7 +16,10 @@ using namespace kvlab;
 
 QuantizerSpec boost_spec(int G, double ratio) {
   QuantizerSpec s;
-  s.bits = 2, s.axis = Axis::Channel, s.group = G, s.boost = ratio;
+  s.bits = 2;
+  s.axis = Axis::Channel;
+  s.group = G;
+  s.boost = ratio;
   return s;
 }
 
@@ -76,24 +79,24 @@ TEST(BoostChannels, BadListsAreRefused) {
 
 TEST(BoostChannels, ApplyMethodTakesPerPageChannels) {
   const Tensor k = kvtest::random_kv({2, 300, 16}, 11), v = kvtest::random_kv({2, 300, 16}, 12);
-  const MethodSpec m = parse_method("kitty:group=64,sink=32,boost=0.25");
-  const Schedule s = schedule(m, 300);
-  const int64_t P = (s.key_end - s.key_begin) / m.group;  // 4 pages of the range 32..288
+  const MethodPtr mp = parse_method("kitty:group=64,sink=32,boost=0.25");
+  const Method& m = *mp;
+  const Schedule s = m.schedule(300);
+  const int64_t P = (s.key_end - s.key_begin) / m.uniform()->group;  // 4 pages of the range 32..288
   ASSERT_EQ(P, 4);
-  // core's ranking, read back, reproduces apply_method exactly
+  // core's ranking, read back, reproduces apply exactly
   Tensor part;
   part.shape = {2, s.key_end - s.key_begin, 16};
   part.data.resize(2 * part.shape[1] * 16);
   for (int64_t n = 0; n < 2; ++n)
     std::copy_n(&k.data[(n * 300 + s.key_begin) * 16], part.shape[1] * 16,
                 &part.data[n * part.shape[1] * 16]);
-  const std::vector<int32_t> own = chosen_of(quantize(part.view(), key_quantizer(m)));
-  EXPECT_EQ(apply_method(m, k.view(), v.view(), own).k.data, apply_method(m, k.view(), v.view()).k.data);
+  const std::vector<int32_t> own = chosen_of(quantize(part.view(), *m.key_quantizer()));
+  EXPECT_EQ(apply_kitty(m, k.view(), v.view(), own).k.data, m.apply(k.view(), v.view()).k.data);
   // a different choice changes keys inside the range only
   std::vector<int32_t> first(2 * P * 4);
   for (size_t i = 0; i < first.size(); ++i) first[i] = (int32_t)(i % 4);
-  const Reconstruction a = apply_method(m, k.view(), v.view(), first),
-                       b = apply_method(m, k.view(), v.view());
+  const Reconstruction a = apply_kitty(m, k.view(), v.view(), first), b = m.apply(k.view(), v.view());
   EXPECT_NE(a.k.data, b.k.data);
   EXPECT_EQ(a.v.data, b.v.data);
   for (int64_t n = 0; n < 2; ++n)
@@ -102,8 +105,8 @@ TEST(BoostChannels, ApplyMethodTakesPerPageChannels) {
         for (int64_t c = 0; c < 16; ++c)
           EXPECT_EQ(a.k.data[(n * 300 + t) * 16 + c], b.k.data[(n * 300 + t) * 16 + c]);
       }
-  EXPECT_THROW(apply_method(parse_method("kivi-2"), k.view(), v.view(), first), std::invalid_argument);
-  EXPECT_THROW(apply_method(m, k.view(), v.view(), std::vector<int32_t>(5)), std::invalid_argument);
+  EXPECT_THROW(apply_kitty(*parse_method("kivi-2"), k.view(), v.view(), first), std::invalid_argument);
+  EXPECT_THROW(apply_kitty(m, k.view(), v.view(), std::vector<int32_t>(5)), std::invalid_argument);
 }
 
 }  // namespace

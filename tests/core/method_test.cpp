@@ -1,4 +1,4 @@
-// method.h: spec strings, schedules, bit accounting and apply_method.
+// method.h: the registry, spec strings, schedules, bit accounting and apply.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -20,18 +20,19 @@ TEST(MethodSpec, PresetsRoundTrip) {
   ASSERT_GE(presets().size(), 7u);
   for (const Preset& p : presets()) {
     SCOPED_TRACE(p.name);
-    const MethodSpec m = parse_method(p.name);
-    EXPECT_EQ(to_string(m), p.spec);           // the canonical string is the preset's spec
-    EXPECT_EQ(parse_method(p.spec), m);        // the spec means the preset
-    EXPECT_EQ(parse_method(to_string(m)), m);  // parse(print(m)) == m
-    EXPECT_EQ(to_string(parse_method(to_string(m))), to_string(m));  // printing is stable
+    const MethodPtr m = parse_method(p.name);
+    EXPECT_EQ(m->spec(), p.spec);                           // the canonical string is the preset's spec
+    EXPECT_TRUE(*parse_method(p.spec) == *m);               // the spec means the preset
+    EXPECT_TRUE(*parse_method(m->spec()) == *m);            // parse(print(m)) == m
+    EXPECT_EQ(parse_method(m->spec())->spec(), m->spec());  // printing is stable
     EXPECT_FALSE(p.description.empty());
   }
 }
 
 TEST(MethodSpec, PresetFields) {
-  const MethodSpec k2 = parse_method("kivi-2");
-  EXPECT_EQ(k2.family, Family::Kivi);
+  const MethodPtr k2m = parse_method("kivi-2");
+  EXPECT_EQ(k2m->family(), "kivi");
+  const UniformParams& k2 = *k2m->uniform();
   EXPECT_EQ(k2.kbits, 2);
   EXPECT_EQ(k2.vbits, 2);
   EXPECT_EQ(k2.group, 128);
@@ -40,16 +41,17 @@ TEST(MethodSpec, PresetFields) {
   EXPECT_EQ(k2.residual, 128);
   EXPECT_EQ(k2.params, ParamType::F16);
   EXPECT_EQ(k2.profile, Profile::Kvlab);
-  EXPECT_EQ(parse_method("kivi-4").kbits, 4);
-  EXPECT_EQ(parse_method("kivi-2-sink").sink, 32);
-  EXPECT_EQ(parse_method("kitty").boost, 0.125);
-  EXPECT_EQ(parse_method("kitty").sink, 32);
-  EXPECT_EQ(parse_method("kitty-pro").boost, 0.25);
-  EXPECT_EQ(parse_method("int8").family, Family::Int8);
-  EXPECT_EQ(parse_method("int8").group, kWholeAxis);
-  EXPECT_EQ(parse_method("fp16").family, Family::Fp16);
+  EXPECT_EQ(parse_method("kivi-4")->uniform()->kbits, 4);
+  EXPECT_EQ(parse_method("kivi-2-sink")->uniform()->sink, 32);
+  EXPECT_EQ(parse_method("kitty")->uniform()->boost, 0.125);
+  EXPECT_EQ(parse_method("kitty")->uniform()->sink, 32);
+  EXPECT_EQ(parse_method("kitty-pro")->uniform()->boost, 0.25);
+  EXPECT_EQ(parse_method("int8")->family(), "int8");
+  EXPECT_EQ(parse_method("int8")->uniform()->group, kWholeAxis);
+  EXPECT_EQ(parse_method("fp16")->family(), "fp16");
+  EXPECT_EQ(parse_method("fp16")->uniform(), nullptr);
   // family defaults without a preset: kitty starts from boost 0.125 and sink 32
-  EXPECT_EQ(parse_method("kitty"), parse_method("kitty:kbits=2"));
+  EXPECT_TRUE(*parse_method("kitty") == *parse_method("kitty:kbits=2"));
 }
 
 TEST(MethodSpec, CustomSpecsRoundTrip) {
@@ -71,43 +73,95 @@ TEST(MethodSpec, CustomSpecsRoundTrip) {
   };
   for (const auto& [text, canonical] : cases) {
     SCOPED_TRACE(text);
-    const MethodSpec m = parse_method(text);
-    EXPECT_EQ(to_string(m), canonical);
-    EXPECT_EQ(parse_method(to_string(m)), m);
-    EXPECT_EQ(to_string(parse_method(canonical)), canonical);
+    const MethodPtr m = parse_method(text);
+    EXPECT_EQ(m->spec(), canonical);
+    EXPECT_TRUE(*parse_method(m->spec()) == *m);
+    EXPECT_EQ(parse_method(canonical)->spec(), canonical);
   }
-  // structs built by hand
-  MethodSpec m;
-  m.family = Family::Kivi, m.kbits = 5, m.vbits = 3, m.group = 64, m.vgroup = 16, m.sink = 8, m.residual = 64;
-  m.params = ParamType::F32;
-  EXPECT_EQ(to_string(m),
+  // parameters set by hand
+  UniformParams p;
+  p.kbits = 5;
+  p.vbits = 3;
+  p.group = 64;
+  p.vgroup = 16;
+  p.sink = 8;
+  p.residual = 64;
+  p.params = ParamType::F32;
+  const MethodPtr kivi = make_uniform_method("kivi", p);
+  EXPECT_EQ(kivi->spec(),
             "kivi:kbits=5,vbits=3,group=64,vgroup=16,sink=8,residual=64,params=fp32,profile=kvlab");
-  EXPECT_EQ(parse_method(to_string(m)), m);
-  m.family = Family::Kitty, m.boost = 0.1;
+  EXPECT_EQ(*kivi->uniform(), p);
+  EXPECT_TRUE(*parse_method(kivi->spec()) == *kivi);
+  p.boost = 0.1;
+  p.kbits = 4;
+  const MethodPtr kitty = make_uniform_method("kitty", p);
   EXPECT_EQ(
-      to_string(m),
-      "kitty:kbits=5,vbits=3,group=64,vgroup=16,sink=8,residual=64,boost=0.1,params=fp32,profile=kvlab");
-  m.kbits = 4;  // boost needs bits <= 6
-  EXPECT_EQ(parse_method(to_string(m)), m);
+      kitty->spec(),
+      "kitty:kbits=4,vbits=3,group=64,vgroup=16,sink=8,residual=64,boost=0.1,params=fp32,profile=kvlab");
+  EXPECT_EQ(*kitty->uniform(), p);
+  EXPECT_TRUE(*parse_method(kitty->spec()) == *kitty);
+  EXPECT_THROW(make_uniform_method("fp16", p), std::invalid_argument);  // not a uniform family
+}
+
+TEST(MethodRegistry, EveryPresetAndFamilyIsListed) {
+  std::vector<std::string> families;
+  for (const MethodFamily* f : method_families()) families.push_back(f->name);
+  ASSERT_GE(families.size(), 4u);
+  EXPECT_EQ(std::vector<std::string>(families.begin(), families.begin() + 4),
+            (std::vector<std::string>{"fp16", "int8", "kivi", "kitty"}));
+  for (const MethodFamily* f : method_families()) {
+    SCOPED_TRACE(f->name);
+    EXPECT_EQ(find_method_family(f->name), f);
+    EXPECT_FALSE(f->summary.empty());
+    for (const MethodKey& k : f->keys) EXPECT_FALSE(k.meaning.empty()) << k.name;
+    for (const Preset& p : f->presets) EXPECT_EQ(parse_method(p.name)->family(), f->name);
+  }
+  EXPECT_EQ(find_method_family("nope"), nullptr);
+  // the error for an unknown name lists every preset and every family with keys
+  try {
+    parse_method("nope");
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    const std::string msg = e.what();
+    for (const Preset& p : presets()) EXPECT_NE(msg.find(p.name), std::string::npos) << p.name;
+    for (const char* f : {"int8:key=value,...", "kivi:key=value,...", "kitty:key=value,..."})
+      EXPECT_NE(msg.find(f), std::string::npos) << f;
+  }
+  EXPECT_THROW(parse_method("fp16:group=4"), std::invalid_argument);  // fp16 has no keys
+  // a family or preset name cannot be registered twice
+  MethodFamily dup{"kivi", "again", {}, {}, nullptr};
+  EXPECT_THROW(register_method_family(dup), std::invalid_argument);
+  MethodFamily preset_taken{"kivi-again", "again", {}, {{"kivi-2", "kivi", "taken"}}, nullptr};
+  EXPECT_THROW(register_method_family(preset_taken), std::invalid_argument);
+}
+
+TEST(MethodRegistry, KittyWithBoostKeepsTheOtherParameters) {
+  const MethodPtr m = kitty_with_boost(*parse_method("kitty:group=64,sink=4"), 0.5);
+  EXPECT_EQ(
+      m->spec(),
+      "kitty:kbits=2,vbits=2,group=64,vgroup=all,sink=4,residual=128,boost=0.5,params=fp16,profile=kvlab");
+  EXPECT_THROW(kitty_with_boost(*parse_method("kivi-2"), 0.5), std::invalid_argument);
+  EXPECT_THROW(kitty_with_boost(*m, 1.5), std::invalid_argument);
 }
 
 TEST(MethodSpec, QuantizersOfAMethod) {
-  const MethodSpec m = parse_method("kitty");
-  const QuantizerSpec k = key_quantizer(m), v = value_quantizer(m);
+  const MethodPtr m = parse_method("kitty");
+  const QuantizerSpec k = *m->key_quantizer(), v = *m->value_quantizer();
   EXPECT_EQ(to_string(k), "scheme=asym,bits=2,axis=channel,group=128,params=fp16,profile=kvlab,boost=0.125");
   EXPECT_EQ(to_string(v), "scheme=asym,bits=2,axis=token,group=all,params=fp16,profile=kvlab");
-  const MethodSpec i8 = parse_method("int8");
-  EXPECT_EQ(to_string(key_quantizer(i8)),
+  const MethodPtr i8 = parse_method("int8");
+  EXPECT_EQ(to_string(*i8->key_quantizer()),
             "scheme=sym,bits=8,axis=channel,group=all,params=fp16,profile=kvlab");
-  EXPECT_EQ(to_string(value_quantizer(i8)),
+  EXPECT_EQ(to_string(*i8->value_quantizer()),
             "scheme=sym,bits=8,axis=channel,group=all,params=fp16,profile=kvlab");
+  EXPECT_FALSE(parse_method("fp16")->key_quantizer().has_value());
 }
 
 // ---------------------------------------------------------------------------------------------
 // Schedules, by hand: keys in whole groups of G after the sink, values all but the newest R.
 
 void expect_schedule(const std::string& method, int64_t T, int64_t kb, int64_t ke, int64_t vb, int64_t ve) {
-  const Schedule s = schedule(parse_method(method), T);
+  const Schedule s = parse_method(method)->schedule(T);
   EXPECT_EQ(s.key_begin, kb) << method << " T=" << T;
   EXPECT_EQ(s.key_end, ke) << method << " T=" << T;
   EXPECT_EQ(s.value_begin, vb) << method << " T=" << T;
@@ -147,7 +201,7 @@ TEST(BitsPerElement, Kivi2ByHand) {
   //   = 2 + 32/128 = 2.25
   // values: 128 tokens quantized per token over all 128 channels: 2 + 32/128 = 2.25 bits,
   //   128 tokens in fp16: (128 * 2.25 + 128 * 16) / 256 = 9.125
-  const Bits b = bits_per_element(parse_method("kivi-2"), 256, 128);
+  const Bits b = parse_method("kivi-2")->bits(256, 128);
   EXPECT_DOUBLE_EQ(b.key, 2.25);
   EXPECT_DOUBLE_EQ(b.value, 9.125);
   EXPECT_DOUBLE_EQ(b.both(), (2.25 + 9.125) / 2);
@@ -160,17 +214,17 @@ TEST(BitsPerElement, KittyByHand) {
   //   total 149504 / (288 * 128) = 149504 / 36864 = 73/18
   // values [32, 160) = 128 tokens: 128*128*2 + 128 * 2 * 16 = 36864; fp16 160*128*16 = 327680
   //   total 364544 / 36864 = 89/9
-  const Bits b = bits_per_element(parse_method("kitty"), 288, 128);
+  const Bits b = parse_method("kitty")->bits(288, 128);
   EXPECT_DOUBLE_EQ(b.key, 73.0 / 18.0);
   EXPECT_DOUBLE_EQ(b.value, 89.0 / 9.0);
 }
 
 TEST(BitsPerElement, Int8AndFp16ByHand) {
   // int8, T=256, D=128: 8 bits + one fp16 scale per channel over all 256 tokens: 8 + 16/256
-  const Bits i8 = bits_per_element(parse_method("int8"), 256, 128);
+  const Bits i8 = parse_method("int8")->bits(256, 128);
   EXPECT_DOUBLE_EQ(i8.key, 8.0625);
   EXPECT_DOUBLE_EQ(i8.value, 8.0625);
-  const Bits f = bits_per_element(parse_method("fp16"), 256, 128);
+  const Bits f = parse_method("fp16")->bits(256, 128);
   EXPECT_DOUBLE_EQ(f.key, 16.0);
   EXPECT_DOUBLE_EQ(f.value, 16.0);
 }
@@ -183,8 +237,8 @@ TEST(BitsPerElement, ConsistentWithTheQuantizedTensors) {
                            "kitty:group=64,boost=0.3,profile=kitty-sim,kbits=3,vbits=4"})
     for (int64_t T : {300, 257, 1000}) {
       SCOPED_TRACE(::testing::Message() << name << " T=" << T);
-      const MethodSpec m = parse_method(name);
-      const Schedule s = schedule(m, T);
+      const MethodPtr m = parse_method(name);
+      const Schedule s = m->schedule(T);
       const Tensor x = kvtest::random_kv({T, D}, (uint32_t)T);
       auto part_bits = [&](const QuantizerSpec& q, int64_t b, int64_t e) {
         if (e <= b) return 0.0;
@@ -193,17 +247,17 @@ TEST(BitsPerElement, ConsistentWithTheQuantizedTensors) {
         return bits_per_element(quantize(part.view(), q)) * (double)((e - b) * D);
       };
       const double key =
-          part_bits(key_quantizer(m), s.key_begin, s.key_end) + 16.0 * (T - (s.key_end - s.key_begin)) * D;
-      const double val = part_bits(value_quantizer(m), s.value_begin, s.value_end) +
+          part_bits(*m->key_quantizer(), s.key_begin, s.key_end) + 16.0 * (T - (s.key_end - s.key_begin)) * D;
+      const double val = part_bits(*m->value_quantizer(), s.value_begin, s.value_end) +
                          16.0 * (T - (s.value_end - s.value_begin)) * D;
-      const Bits b = bits_per_element(m, T, D);
+      const Bits b = m->bits(T, D);
       EXPECT_NEAR(b.key, key / (double)(T * D), 1e-12);
       EXPECT_NEAR(b.value, val / (double)(T * D), 1e-12);
     }
 }
 
 // ---------------------------------------------------------------------------------------------
-// apply_method.
+// apply.
 
 TEST(ApplyMethod, KeepsFullPrecisionTokensAndQuantizesTheRest) {
   // fp16-representable inputs of shape (2, 300, 16). kivi-2-sink and kitty at T=300 quantize
@@ -218,13 +272,13 @@ TEST(ApplyMethod, KeepsFullPrecisionTokensAndQuantizesTheRest) {
   };
   for (const auto& [name, want] : cases) {
     SCOPED_TRACE(name);
-    const MethodSpec m = parse_method(name);
-    const Schedule s = schedule(m, 300);
+    const MethodPtr m = parse_method(name);
+    const Schedule s = m->schedule(300);
     ASSERT_EQ(s.key_begin, want.key_begin);
     ASSERT_EQ(s.key_end, want.key_end);
     ASSERT_EQ(s.value_begin, want.value_begin);
     ASSERT_EQ(s.value_end, want.value_end);
-    const Reconstruction r = apply_method(m, k.view(), v.view());
+    const Reconstruction r = m->apply(k.view(), v.view());
     ASSERT_EQ(r.k.shape, k.shape);
     ASSERT_EQ(r.v.shape, v.shape);
     auto check = [&](const Tensor& in, const Tensor& out, int64_t b, int64_t e, const QuantizerSpec& q) {
@@ -249,14 +303,14 @@ TEST(ApplyMethod, KeepsFullPrecisionTokensAndQuantizesTheRest) {
       EXPECT_EQ(quant_bad, 0);
       EXPECT_GT(changed, 2 * (e - b) * 16 * 8 / 10);  // 2-bit codes change almost every value
     };
-    check(k, r.k, s.key_begin, s.key_end, key_quantizer(m));
-    check(v, r.v, s.value_begin, s.value_end, value_quantizer(m));
+    check(k, r.k, s.key_begin, s.key_end, *m->key_quantizer());
+    check(v, r.v, s.value_begin, s.value_end, *m->value_quantizer());
   }
 }
 
 TEST(ApplyMethod, FullPrecisionTokensAreRoundedToFp16) {
   const Tensor k = kvtest::random_kv({40, 8}, 3), v = kvtest::random_kv({40, 8}, 4);
-  const Reconstruction r = apply_method(parse_method("fp16"), k.view(), v.view());
+  const Reconstruction r = parse_method("fp16")->apply(k.view(), v.view());
   int64_t bad = 0, differs = 0;
   for (size_t i = 0; i < k.data.size(); ++i) {
     bad += r.k.data[i] != kvtest::h16(k.data[i]) || r.v.data[i] != kvtest::h16(v.data[i]);
@@ -271,9 +325,9 @@ TEST(ApplyMethod, Fp16InputEqualsItsFp32Values) {
   const Tensor v = kvtest::rounded_to_half(kvtest::random_kv({300, 16}, 6));
   const auto kb = kvtest::half_bits_of(k), vb = kvtest::half_bits_of(v);
   for (const char* name : {"kivi-2", "kitty", "int8"}) {
-    const MethodSpec m = parse_method(name);
-    const Reconstruction a = apply_method(m, k.view(), v.view());
-    const Reconstruction b = apply_method(m, kvtest::half_view(kb, k.shape), kvtest::half_view(vb, v.shape));
+    const MethodPtr m = parse_method(name);
+    const Reconstruction a = m->apply(k.view(), v.view());
+    const Reconstruction b = m->apply(kvtest::half_view(kb, k.shape), kvtest::half_view(vb, v.shape));
     EXPECT_EQ(a.k.data, b.k.data) << name;
     EXPECT_EQ(a.v.data, b.v.data) << name;
   }
@@ -281,10 +335,10 @@ TEST(ApplyMethod, Fp16InputEqualsItsFp32Values) {
 
 TEST(ApplyMethod, Int8QuantizesEveryToken) {
   const Tensor k = kvtest::rounded_to_half(kvtest::random_kv({64, 8}, 7));
-  const MethodSpec m = parse_method("int8");
-  const Reconstruction r = apply_method(m, k.view(), k.view());
-  EXPECT_EQ(r.k.data, dequantize(quantize(k.view(), key_quantizer(m))));
-  EXPECT_EQ(r.v.data, dequantize(quantize(k.view(), value_quantizer(m))));
+  const MethodPtr m = parse_method("int8");
+  const Reconstruction r = m->apply(k.view(), k.view());
+  EXPECT_EQ(r.k.data, dequantize(quantize(k.view(), *m->key_quantizer())));
+  EXPECT_EQ(r.v.data, dequantize(quantize(k.view(), *m->value_quantizer())));
 }
 
 }  // namespace

@@ -47,8 +47,7 @@ TEST(AttentionErrors, PresetsMatchDoubleLoop) {
   const Case c = make_case(4, 2, 320, 32, 11);
   std::vector<Reconstruction> caches;
   const std::vector<std::string> names = {"int8", "kivi-4", "kivi-2", "kitty:group=64,sink=8,residual=32"};
-  for (const auto& n : names)
-    caches.push_back(kvlab::apply_method(kvlab::parse_method(n), c.k.view(), c.v.view()));
+  for (const auto& n : names) caches.push_back(kvlab::parse_method(n)->apply(c.k.view(), c.v.view()));
   const auto got = kvlab::attention_errors(c.q.view(), c.k.view(), c.v.view(), caches, c.pos, {32, 64});
   ASSERT_EQ(got.size(), names.size());
   for (size_t m = 0; m < names.size(); ++m)
@@ -109,7 +108,7 @@ TEST(AttentionErrors, FarApartDistributionsMatchDoubleLoop) {
 
 TEST(AttentionErrors, Fp16CacheIsNearlyExactAndIdenticalCacheIsExactlyZero) {
   const Case c = make_case(4, 2, 150, 16, 13, "stride:3");
-  const Reconstruction fp16 = kvlab::apply_method(kvlab::parse_method("fp16"), c.k.view(), c.v.view());
+  const Reconstruction fp16 = kvlab::parse_method("fp16")->apply(c.k.view(), c.v.view());
   const Reconstruction same{c.k, c.v};
   const auto got = kvlab::attention_errors(c.q.view(), c.k.view(), c.v.view(), {fp16, same}, c.pos);
   for (int64_t h = 0; h < 4; ++h) {
@@ -127,7 +126,7 @@ TEST(AttentionErrors, Fp16CacheIsNearlyExactAndIdenticalCacheIsExactlyZero) {
 
 TEST(AttentionErrors, TileSizesAgree) {
   const Case c = make_case(2, 1, 300, 32, 14);
-  const Reconstruction r = kvlab::apply_method(kvlab::parse_method("kivi-2"), c.k.view(), c.v.view());
+  const Reconstruction r = kvlab::parse_method("kivi-2")->apply(c.k.view(), c.v.view());
   const auto base = kvlab::attention_errors(c.q.view(), c.k.view(), c.v.view(), {r}, c.pos, {64, 256});
   for (kvlab::AttentionTiles t :
        {kvlab::AttentionTiles{1, 1}, kvlab::AttentionTiles{5, 17}, kvlab::AttentionTiles{300, 300}}) {
@@ -145,7 +144,7 @@ TEST(AttentionErrors, TileSizesAgree) {
 
 TEST(AttentionErrors, SameBitsForAnyThreadCount) {
   const Case c = make_case(8, 2, 260, 32, 15);
-  const Reconstruction r = kvlab::apply_method(kvlab::parse_method("kitty"), c.k.view(), c.v.view());
+  const Reconstruction r = kvlab::parse_method("kitty")->apply(c.k.view(), c.v.view());
   const int saved = omp_get_max_threads();
   omp_set_num_threads(1);
   const auto one = kvlab::attention_errors(c.q.view(), c.k.view(), c.v.view(), {r}, c.pos, {16, 32});
@@ -168,12 +167,12 @@ TEST(AttentionErrors, FutureKeysDoNotChangeEarlierQueries) {
   Case c = make_case(2, 1, 200, 16, 16, "last:50");
   c.pos.resize(20);  // positions 150..169
   const auto m = kvlab::parse_method("kivi:kbits=4,vbits=2,group=16,residual=0");
-  const Reconstruction before = kvlab::apply_method(m, c.k.view(), c.v.view());
+  const Reconstruction before = m->apply(c.k.view(), c.v.view());
   const auto a = kvlab::attention_errors(c.q.view(), c.k.view(), c.v.view(), {before}, c.pos);
   Case d = c;
   for (int64_t t = 176; t < 200; ++t)  // whole key groups after position 175
     for (int64_t ch = 0; ch < 16; ++ch) d.k.data[t * 16 + ch] *= -7.0f, d.v.data[t * 16 + ch] += 100.0f;
-  const Reconstruction after = kvlab::apply_method(m, d.k.view(), d.v.view());
+  const Reconstruction after = m->apply(d.k.view(), d.v.view());
   const auto b = kvlab::attention_errors(d.q.view(), d.k.view(), d.v.view(), {after}, d.pos);
   for (int64_t h = 0; h < 2; ++h) {
     EXPECT_EQ(a[0][h].score_sq_err, b[0][h].score_sq_err);

@@ -62,8 +62,7 @@ TEST(Evaluate, AgreesWithWholeTensorMethodsAndAttentionErrors) {
   for (int64_t l = 0; l < 2; ++l) {
     const auto& x = f.layers[l];
     std::vector<kvlab::Reconstruction> caches;
-    for (const auto& n : names)
-      caches.push_back(kvlab::apply_method(kvlab::parse_method(n), x.k.view(), x.v.view()));
+    for (const auto& n : names) caches.push_back(kvlab::parse_method(n)->apply(x.k.view(), x.v.view()));
     const auto want = kvlab::attention_errors(x.q.view(), x.k.view(), x.v.view(), caches, pos);
     for (size_t m = 0; m < names.size(); ++m) {
       const auto& le = r.methods[m].layers[l];
@@ -77,14 +76,15 @@ TEST(Evaluate, AgreesWithWholeTensorMethodsAndAttentionErrors) {
         EXPECT_EQ(le.attn[h].topk_sum, want[m][h].topk_sum) << names[m];
       }
       // Reconstruction error over the schedule's quantized positions, head by head.
-      const kvlab::Schedule sc = kvlab::schedule(kvlab::parse_method(names[m]), 300);
+      const kvlab::Schedule sc = kvlab::parse_method(names[m])->schedule(300);
       for (int64_t g = 0; g < 2; ++g) {
         double se = 0, mx = 0;
         for (int64_t t = sc.key_begin; t < sc.key_end; ++t)
           for (int64_t c = 0; c < 32; ++c) {
             const double d =
                 (double)x.k.data[(g * 300 + t) * 32 + c] - caches[m].k.data[(g * 300 + t) * 32 + c];
-            se += d * d, mx = std::max(mx, std::fabs(d));
+            se += d * d;
+            mx = std::max(mx, std::fabs(d));
           }
         EXPECT_EQ(le.key[g].count, (sc.key_end - sc.key_begin) * 32);
         EXPECT_NEAR(le.key[g].sq_err, se, 1e-12 * se) << names[m];
@@ -97,13 +97,13 @@ TEST(Evaluate, AgreesWithWholeTensorMethodsAndAttentionErrors) {
 
 TEST(Evaluate, HalfDumpTakesFp16ViewsWithTheSameResults) {
   // A dump of fp16 values is handed to core as fp16 views; every preset must give the sums of
-  // the fp32 path (apply_method on fp32 tensors, then the same kernel).
+  // the fp32 path (the methods' apply on fp32 tensors, then the same kernel).
   Fake f(1, 4, 2, 300, 32, true);
   const EvalResult r = kvlab::evaluate(f.shape, f.loader(), options({}, "last:40"));
   const auto& x = f.layers[0];
   const auto pos = kvlab::select_queries(kvlab::parse_queries("last:40"), 300);
   for (const auto& m : r.methods) {
-    const auto c = kvlab::apply_method(m.method, x.k.view(), x.v.view());
+    const auto c = m.method->apply(x.k.view(), x.v.view());
     const auto want = kvlab::attention_errors(x.q.view(), x.k.view(), x.v.view(), {c}, pos);
     for (int64_t h = 0; h < 4; ++h) {
       EXPECT_EQ(m.layers[0].attn[h].score_sq_err, want[0][h].score_sq_err) << m.name;
@@ -117,17 +117,25 @@ TEST(Evaluate, AggregatesAsDocumented) {
   Fake f(3, 4, 2, 200, 16, false);
   const EvalResult r = kvlab::evaluate(f.shape, f.loader(), options({"kivi-4"}, "last:50"));
   const auto& m = r.methods[0];
-  EXPECT_EQ(m.spec, kvlab::to_string(kvlab::parse_method("kivi-4")));
-  const auto bits = kvlab::bits_per_element(kvlab::parse_method("kivi-4"), 200, 16);
+  EXPECT_EQ(m.spec, kvlab::parse_method("kivi-4")->spec());
+  const auto bits = kvlab::parse_method("kivi-4")->bits(200, 16);
   EXPECT_EQ(m.bits.key, bits.key);
   EXPECT_EQ(m.bits.value, bits.value);
   double se = 0, err = 0, ref = 0, kl = 0, kse = 0;
   int64_t count = 0, queries = 0, kcount = 0;
   for (const auto& le : m.layers) {
-    for (const auto& a : le.attn)
-      se += a.score_sq_err, count += a.score_count, err += a.out_sq_err, ref += a.out_sq_ref, kl += a.kl_sum,
-          queries += a.queries;
-    for (const auto& k : le.key) kse += k.sq_err, kcount += k.count;
+    for (const auto& a : le.attn) {
+      se += a.score_sq_err;
+      count += a.score_count;
+      err += a.out_sq_err;
+      ref += a.out_sq_ref;
+      kl += a.kl_sum;
+      queries += a.queries;
+    }
+    for (const auto& k : le.key) {
+      kse += k.sq_err;
+      kcount += k.count;
+    }
   }
   EXPECT_EQ(queries, 3 * 4 * 50);
   EXPECT_EQ(count, 3 * 4 * (151 + 200) * 50 / 2);                // positions 150..199 see t + 1 keys
@@ -257,7 +265,10 @@ class MissingValues final : public kvlab::DumpReader {
  public:
   MissingValues() {
     info_.model = "test";
-    info_.num_layers = 2, info_.num_q_heads = 2, info_.num_kv_heads = 1, info_.head_dim = 8,
+    info_.num_layers = 2;
+    info_.num_q_heads = 2;
+    info_.num_kv_heads = 1;
+    info_.head_dim = 8;
     info_.tokens = 32;
   }
   const kvlab::DumpInfo& info() const override { return info_; }
@@ -295,7 +306,8 @@ TEST(EvaluateBadInput, LoaderShapesAreChecked) {
   e = error_of([&] { kvlab::evaluate(g.shape, g.loader(), options({"int8"})); });
   EXPECT_NE(e.find("layer 0 q"), std::string::npos) << e;
   EvalShape bad = g.shape;
-  bad.num_q_heads = 3, bad.num_kv_heads = 2;
+  bad.num_q_heads = 3;
+  bad.num_kv_heads = 2;
   e = error_of([&] { kvlab::evaluate(bad, g.loader(), options({"int8"})); });
   EXPECT_NE(e.find("3 query heads are not a multiple of 2"), std::string::npos) << e;
 }
@@ -318,7 +330,7 @@ TEST(Evaluate, BuiltInDumpMatchesDoubleLoop) {
     AttnStats want;
     for (int64_t l = 0; l < in.num_layers; ++l) {
       const LayerQKV x = load(l);
-      const auto c = kvlab::apply_method(m.method, x.k.view(), x.v.view());
+      const auto c = m.method->apply(x.k.view(), x.v.view());
       for (int64_t h = 0; h < in.num_q_heads; ++h)
         want.merge(evtest::errors(x.q, x.k, x.v, c.k, c.v, h, pos));
     }

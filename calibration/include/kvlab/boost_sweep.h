@@ -1,7 +1,7 @@
 // Kitty's boost budget against the channel selector (`kvlab boost-sweep`): the tensor-level
 // analogue of the Kitty paper's Figure 4.
 //
-// For every rate r and selector, Kitty (core's apply_method, keys in pages with
+// For every rate r and selector, Kitty (core's kitty method, keys in pages with
 // k = boost_count(D, r) channels at kbits + 2) is applied to each layer's K and V, and eval's
 // attention reference scores it on the evaluation queries. The oracle ranks channels by their
 // sensitivity (sensitivity.h) measured on a calibration prefix of the sequence, tokens

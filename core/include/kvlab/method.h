@@ -1,7 +1,14 @@
-// KV-cache methods: a key quantizer, a value quantizer and a schedule of full-precision tokens.
-// Spec strings: a preset name (`kivi-2`) or `family:key=value,...`; see `kvlab methods`.
+// KV-cache methods: one registry of method families. A family is one entry (name, keys with
+// defaults and meaning, presets, parse); a parsed method knows its canonical spec, schedule,
+// bit accounting and how to rebuild one head's K and V. Core's families live in
+// core/src/methods/, one file each (docs/EXTENDING.md); other libraries register theirs
+// (register_method_family), e.g. calibration's `vq`. Spec strings: a preset name (`kivi-2`) or
+// `family:key=value,...`; see `kvlab methods`.
 #pragma once
 #include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -10,10 +17,38 @@
 
 namespace kvlab {
 
-enum class Family { Fp16, Int8, Kivi, Kitty };
+// Token ranges [begin, end) that are quantized after T tokens; all others stay full precision.
+struct Schedule {
+  int64_t key_begin = 0, key_end = 0;
+  int64_t value_begin = 0, value_end = 0;
+};
 
-struct MethodSpec {
-  Family family = Family::Kivi;
+// Bits per element of one head's cache of T tokens x D channels (codes, scales, zeros, boost
+// planes and index, and 16 bits for every full-precision element).
+struct Bits {
+  double key = 0, value = 0;
+  double both() const { return (key + value) / 2.0; }
+};
+
+// What the cache holds after T tokens, dequantized to fp32: K and V of shape (..., T, D).
+// Full-precision tokens are kept as fp16 (the cache dtype).
+struct Reconstruction {
+  Tensor k, v;
+};
+
+// Which KV head is being rebuilt: codebook methods pick their tables by it.
+struct HeadContext {
+  int64_t layer = 0, kv_head = 0;
+};
+
+// The model a method will serve; a method trained for another model (a codebook file) refuses it.
+struct ModelShape {
+  int64_t num_layers = 0, num_kv_heads = 0, head_dim = 0;
+};
+
+// Parameters of the families built on core's uniform quantizers (int8, kivi, kitty). Each
+// family reads only the keys it lists; the others keep these defaults.
+struct UniformParams {
   int kbits = 2;                      // key code bits (kivi, kitty)
   int vbits = 2;                      // value code bits (kivi, kitty)
   int group = 128;                    // G: keys per channel in groups (kitty: pages) of G tokens;
@@ -25,7 +60,40 @@ struct MethodSpec {
   ParamType params = ParamType::F16;  // scale/zero storage
   Profile profile = Profile::Kvlab;   // arithmetic recipe of both quantizers
 
-  bool operator==(const MethodSpec&) const = default;
+  bool operator==(const UniformParams&) const = default;
+};
+
+// One parsed method; immutable, so one instance serves every thread.
+class Method {
+ public:
+  virtual ~Method() = default;
+  virtual const std::string& family() const = 0;
+  // Canonical spec: parse_method(spec()) is equal to this method.
+  virtual std::string spec() const = 0;
+  virtual Schedule schedule(int64_t T) const = 0;
+  virtual Bits bits(int64_t T, int64_t D) const = 0;
+  // K_hat and V_hat of k and v ((..., T, D), fp32 or fp16, one KV head per slice for methods
+  // that look at `at`). Throws std::invalid_argument for mismatched shapes or non-finite input.
+  virtual Reconstruction apply(const TensorView& k, const TensorView& v,
+                               const HeadContext& at = {}) const = 0;
+  // Throws std::invalid_argument when the method cannot serve this model.
+  virtual void check_model(const ModelShape&) const {}
+  // Core's uniform quantizers applied to the quantized ranges (value groups of `all` resolve to
+  // the head dim D), where the family uses them.
+  virtual std::optional<QuantizerSpec> key_quantizer() const { return std::nullopt; }
+  virtual std::optional<QuantizerSpec> value_quantizer() const { return std::nullopt; }
+  // The parameters of a uniform family's method; null for other families.
+  virtual const UniformParams* uniform() const { return nullptr; }
+};
+using MethodPtr = std::shared_ptr<const Method>;
+
+// Same family and canonical spec (the spec prints every parameter).
+bool operator==(const Method& a, const Method& b);
+
+struct MethodKey {
+  std::string name;
+  std::string default_value;  // as written in a spec
+  std::string meaning;        // one line for `kvlab methods`
 };
 
 struct Preset {
@@ -33,47 +101,38 @@ struct Preset {
   std::string spec;         // canonical spec string
   std::string description;  // one line for `kvlab methods`
 };
-const std::vector<Preset>& presets();
+
+struct MethodFamily {
+  std::string name;
+  std::string summary;          // one line for `kvlab methods`
+  std::vector<MethodKey> keys;  // in canonical order
+  std::vector<Preset> presets;
+  // args: the text after "name:" ("" when absent). Throws std::invalid_argument naming the key.
+  std::function<MethodPtr(const std::string& args)> parse;
+};
+
+// Adds a family after core's. Throws std::invalid_argument for a name or preset name already
+// taken. Call before any thread uses the registry (in main, or once in a test).
+void register_method_family(MethodFamily family);
+// Every family in registration order (core's first); null when `name` is not registered.
+std::vector<const MethodFamily*> method_families();
+const MethodFamily* find_method_family(const std::string& name);
+// Every family's presets, in registration order.
+std::vector<Preset> presets();
 
 // Parse a preset name or `family[:key=value,...]`; throws std::invalid_argument listing the
-// valid presets, families or keys.
-MethodSpec parse_method(const std::string& text);
-std::string to_string(const MethodSpec& m);  // canonical; parse_method(to_string(m)) == m
-const char* to_string(Family f);
+// presets and families, or the family's keys.
+MethodPtr parse_method(const std::string& text);
+// A uniform family's method with these parameters (only the family's keys are read), validated.
+MethodPtr make_uniform_method(const std::string& family, const UniformParams& p);
 
-// Quantizers a method applies; value groups of `all` resolve to the head dim D.
-QuantizerSpec key_quantizer(const MethodSpec& m);
-QuantizerSpec value_quantizer(const MethodSpec& m);
-
-// Token ranges [begin, end) that are quantized after T tokens; all others stay full precision.
-struct Schedule {
-  int64_t key_begin = 0, key_end = 0;
-  int64_t value_begin = 0, value_end = 0;
-};
-Schedule schedule(const MethodSpec& m, int64_t T);
-
-// Bits per element of one head's cache of T tokens x D channels (codes, scales, zeros, boost
-// planes and index, and 16 bits for every full-precision element).
-struct Bits {
-  double key = 0, value = 0;
-  double both() const { return (key + value) / 2.0; }
-};
-Bits bits_per_element(const MethodSpec& m, int64_t T, int64_t D);
-
-// What the cache holds after T tokens, dequantized to fp32: K and V of shape (..., T, D).
-// Full-precision tokens are kept as fp16 (the cache dtype).
-struct Reconstruction {
-  Tensor k, v;
-};
-Reconstruction apply_method(const MethodSpec& m, const TensorView& k, const TensorView& v);
 // Kitty with the boosted key channels chosen by the caller (channel selection studies):
-// key_boost holds k = boost_count(D, m.boost) channels per (slice, page) of the quantized key
+// key_boost holds k = boost_count(D, boost) channels per (slice, page) of the quantized key
 // range, P = (key_end - key_begin) / group pages (quantize's boost_channels). Throws for other
 // families; with no quantized pages it must be empty.
-Reconstruction apply_method(const MethodSpec& m, const TensorView& k, const TensorView& v,
-                            const std::vector<int32_t>& key_boost);
-// Either form: key_boost null means Kitty's own ranking.
-Reconstruction apply_method(const MethodSpec& m, const TensorView& k, const TensorView& v,
-                            const std::vector<int32_t>* key_boost);
+Reconstruction apply_kitty(const Method& m, const TensorView& k, const TensorView& v,
+                           const std::vector<int32_t>& key_boost);
+// The kitty method m with another boost share; throws for other families.
+MethodPtr kitty_with_boost(const Method& m, double boost);
 
 }  // namespace kvlab

@@ -66,7 +66,10 @@ std::vector<uint16_t> dequantize_half(const QuantizedTensor& q);
 void dequantize(const QuantizedTensor& q, float* out);
 void dequantize_half(const QuantizedTensor& q, uint16_t* out);
 
-// Bits spent per element by this quantized tensor: codes, high plane, index, scales, zeros.
+// Bits spent by a tensor of `shape` (..., T, D) packed with `spec`: codes, high plane, index,
+// scales, zeros. The one formula behind both functions below and the methods' accounting.
+double packed_bits(const std::vector<int64_t>& shape, const QuantizerSpec& spec);
+// Bits spent per element by this quantized tensor: packed_bits / elements.
 double bits_per_element(const QuantizedTensor& q);
 
 }  // namespace kvlab

@@ -1,7 +1,7 @@
 // Offline error evaluation of KV-cache methods on a dump: `kvlab eval`.
 //
 // For each layer (one in memory at a time) and KV head, every method is applied to K and V as
-// its schedule leaves the cache after all T dumped tokens (core's apply_method: sink tokens and
+// its schedule leaves the cache after all T dumped tokens (the method's apply: sink tokens and
 // residual windows in fp16, keys in groups or pages, boosted channels), dequantized, and
 // attention is recomputed from the dumped queries and compared with the full-precision
 // reference. The cache state after T tokens serves every query: a query at an earlier position
@@ -19,7 +19,6 @@
 
 #include "kvlab/attention.h"
 #include "kvlab/method.h"
-#include "kvlab/method_registry.h"
 #include "kvlab/metrics.h"
 #include "kvlab/selection.h"
 #include "kvlab/tensor.h"
@@ -62,12 +61,11 @@ struct LayerEval {
 };
 
 struct MethodEval {
-  std::string name;  // as given (preset name or spec string)
-  std::string spec;  // canonical spec string
-  MethodSpec method;
-  Bits bits;                                   // bits per element of a T-token cache, from core's accounting
-  Schedule schedule;                           // quantized token ranges after T tokens
-  std::shared_ptr<const CustomMethod> custom;  // set for registered families (method_registry.h)
+  std::string name;   // as given (preset name or spec string)
+  std::string spec;   // canonical spec string
+  MethodPtr method;   // resolved once, from the method registry (method.h)
+  Bits bits;          // bits per element of a T-token cache, from the method's accounting
+  Schedule schedule;  // quantized token ranges after T tokens
   std::vector<LayerEval> layers;
   ReconStats key, value;  // over all evaluated layers and heads
   AttnStats attn;
@@ -76,7 +74,7 @@ struct MethodEval {
 // Wall and process CPU seconds per phase, and the attention kernel's CPU seconds by part.
 struct EvalTimes {
   double load = 0;       // the loader (reading the dump)
-  double quantize = 0;   // apply_method, reconstruction errors, K - K_hat
+  double quantize = 0;   // the methods' apply, reconstruction errors, K - K_hat
   double attention = 0;  // the attention kernel with its metrics
   double total = 0;
   double load_cpu = 0, quantize_cpu = 0, attention_cpu = 0, total_cpu = 0;  // CPU, all threads

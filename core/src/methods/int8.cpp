@@ -1,0 +1,31 @@
+// int8: keys and values symmetric 8-bit per channel (absmax / 127), every token quantized.
+#include "uniform.h"
+
+namespace kvlab::methods {
+namespace {
+
+QuantizerSpec per_channel(const UniformParams& p) {
+  QuantizerSpec q;
+  q.scheme = Scheme::Sym;
+  q.bits = 8;
+  q.axis = Axis::Channel;
+  q.group = p.group;
+  q.params = p.params;
+  q.profile = p.profile;
+  return q;
+}
+
+Schedule all(const UniformParams&, int64_t T) { return every_token(T); }
+
+}  // namespace
+
+MethodFamily int8_family() {
+  return uniform_family(
+      "int8", "symmetric INT8 per channel for keys and values, every token quantized",
+      {{"group", "all", "tokens per scale, per channel, or 'all'"},
+       {"params", "fp16", "fp16|fp32 storage of the scales"}},
+      {{"int8", "int8:group=all,params=fp16", "symmetric INT8 per channel, absmax/127, keys and values"}},
+      {per_channel, per_channel, all, nullptr});
+}
+
+}  // namespace kvlab::methods

@@ -1,0 +1,71 @@
+// Shared by core's method families: input checks, the fp16 cache, bit accounting, and the
+// families built on core's uniform quantizers (int8, kivi, kitty) as one Method class driven by
+// each family's rules.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "kvlab/method.h"
+
+namespace kvlab::methods {
+
+// Throws std::invalid_argument for k and v of different or empty shapes, or non-finite values.
+void check_inputs(const TensorView& k, const TensorView& v);
+// Elements [first, first + n) of x as floats (fp16 converts exactly).
+void load(const TensorView& x, int64_t first, int64_t n, float* out);
+// The cache as fp16 holds it, widened to fp32.
+Tensor full_precision(const TensorView& x);
+// Bits per element of one role of one head: n quantized tokens packed with q, T - n in fp16.
+double role_bits(const QuantizerSpec& q, int64_t n, int64_t T, int64_t D);
+
+// Schedules of the uniform families.
+Schedule every_token(int64_t T);
+// The first `sink` tokens stay fp16; keys in whole groups after them, values all but the newest
+// `residual` (kivi, kitty).
+Schedule sink_and_residual(const UniformParams& p, int64_t T);
+
+// What a uniform family decides; everything else (parse, print, bits, apply) is shared.
+struct UniformRules {
+  QuantizerSpec (*key)(const UniformParams&) = nullptr;
+  QuantizerSpec (*value)(const UniformParams&) = nullptr;
+  Schedule (*schedule)(const UniformParams&, int64_t T) = nullptr;
+  // Checks beyond the quantizers' own: why the parameters are invalid, or "".
+  std::string (*check)(const UniformParams&) = nullptr;
+};
+
+// The family entry; its keys must be among kbits, vbits, group, vgroup, sink, residual, boost,
+// params, profile, each with its default as spec text.
+MethodFamily uniform_family(std::string name, std::string summary, std::vector<MethodKey> keys,
+                            std::vector<Preset> presets, UniformRules rules);
+
+// kivi's quantizers and keys (kivi.cpp), which kitty extends with boosted key pages.
+QuantizerSpec kivi_key(const UniformParams& p);
+QuantizerSpec kivi_value(const UniformParams& p);
+std::vector<MethodKey> kivi_keys(const std::string& sink_default);
+
+class UniformMethod final : public Method {
+ public:
+  // Validates: throws std::invalid_argument naming the method and the problem.
+  UniformMethod(std::string family, std::vector<std::string> keys, UniformRules rules, UniformParams p);
+  const std::string& family() const override { return family_; }
+  std::string spec() const override;
+  Schedule schedule(int64_t T) const override { return rules_.schedule(p_, T); }
+  Bits bits(int64_t T, int64_t D) const override;
+  Reconstruction apply(const TensorView& k, const TensorView& v, const HeadContext&) const override {
+    return apply_with(k, v, nullptr);
+  }
+  std::optional<QuantizerSpec> key_quantizer() const override { return rules_.key(p_); }
+  std::optional<QuantizerSpec> value_quantizer() const override { return rules_.value(p_); }
+  const UniformParams* uniform() const override { return &p_; }
+  // key_boost: null for the quantizer's own boost ranking, else the caller's channels.
+  Reconstruction apply_with(const TensorView& k, const TensorView& v,
+                            const std::vector<int32_t>* key_boost) const;
+
+ private:
+  std::string family_;
+  std::vector<std::string> keys_;
+  UniformRules rules_;
+  UniformParams p_;
+};
+
+}  // namespace kvlab::methods

@@ -1,0 +1,95 @@
+// The `vq` method family through the method registry: registration, spec round trip, the
+// model check and the per-head codebooks.
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+#include <string>
+
+#include "kvlab/codebook_file.h"
+#include "kvlab/method.h"
+#include "kvlab/vq.h"
+#include "kvlab/vq_method.h"
+
+namespace {
+
+using namespace kvlab;
+
+// CQ-2c2b books for layers 1..2, 3 KV heads, head_dim 4; entries differ per (role, layer, head).
+std::string small_file() {
+  CodebookFile f;
+  f.spec = "CQ-2c2b";
+  f.vec = 2;
+  f.bits = 2;
+  f.stages = 1;
+  f.first_layer = 1;
+  f.num_layers = 2;
+  f.num_kv_heads = 3;
+  f.head_dim = 4;
+  f.tokens = 16;
+  f.model = std::string("model");
+  f.source = std::string("test");
+  f.roles = {"k", "v"};
+  for (int r = 0; r < 2; ++r) {
+    std::vector<float> b(2 * 3 * f.book_floats());
+    for (size_t i = 0; i < b.size(); ++i) b[i] = 0.25f * (float)i - 3.0f * (float)r;
+    f.books.push_back(b);
+  }
+  f.usage = {{}, {}};
+  std::string path = testing::TempDir();
+  path.append("vq_method_cb.h5");
+  write_codebook_file(path, f);
+  return path;
+}
+
+TEST(VqMethod, RegistersOnceAndIsListed) {
+  register_vq_method();
+  register_vq_method();  // later calls do nothing
+  const MethodFamily* f = find_method_family("vq");
+  ASSERT_NE(f, nullptr);
+  ASSERT_EQ(f->keys.size(), 1u);
+  EXPECT_EQ(f->keys[0].name, "codebooks");
+  try {
+    parse_method("nope");
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("vq:key=value,..."), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(parse_method("vq:books=x.h5"), std::invalid_argument);
+}
+
+TEST(VqMethod, SpecRoundTripModelCheckAndApply) {
+  register_vq_method();
+  const std::string path = small_file();
+  const MethodPtr m = parse_method("vq:codebooks=" + path);
+  EXPECT_EQ(m->family(), "vq");
+  EXPECT_EQ(m->spec(), "vq:codebooks=" + path + " (CQ-2c2b)");
+  EXPECT_TRUE(*parse_method(m->spec()) == *m);  // the printed spec parses back
+  EXPECT_THROW(parse_method("vq:codebooks=" + path + " (CQ-4c8b)"), std::invalid_argument);
+  const Schedule s = m->schedule(10);
+  EXPECT_EQ(s.key_end - s.key_begin, 10);
+  EXPECT_EQ(s.value_end - s.value_begin, 10);
+  EXPECT_DOUBLE_EQ(m->bits(10, 4).key, vq_bits_per_element(parse_vq_spec("CQ-2c2b"), 10, 4));
+  EXPECT_NO_THROW(m->check_model({3, 3, 4}));
+  EXPECT_THROW(m->check_model({3, 3, 8}), std::invalid_argument);  // another head_dim
+  EXPECT_THROW(m->check_model({3, 2, 4}), std::invalid_argument);  // another KV head count
+
+  // layer 2, head 1 decodes with that head's books, keys and values with their own role's
+  Tensor x;
+  x.shape = {1, 5, 4};
+  for (int i = 0; i < 20; ++i) x.data.push_back(0.3f * (float)i - 2.0f);
+  const Reconstruction r = m->apply(x.view(), x.view(), {2, 1});
+  const CodebookFile f = read_codebook_file(path);
+  for (int role = 0; role < 2; ++role) {
+    VQCodebooks cb;
+    cb.spec = parse_vq_spec(f.spec);
+    cb.head_dim = 4;
+    const int64_t n = f.book_floats(), first = ((2 - 1) * 3 + 1) * n;
+    cb.data.assign(f.books[role].begin() + first, f.books[role].begin() + first + n);
+    const std::vector<float> want = vq_decode(cb, vq_encode(cb, x.data.data(), 5).data(), 5);
+    EXPECT_EQ(role == 0 ? r.k.data : r.v.data, want) << "role " << role;
+  }
+  EXPECT_NE(r.k.data, r.v.data);
+  EXPECT_THROW(m->apply(x.view(), x.view(), {0, 0}), std::invalid_argument);  // layer 0 not covered
+}
+
+}  // namespace
