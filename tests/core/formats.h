@@ -18,7 +18,7 @@ struct Format {
   kvlab::ParamType params;
   kvlab::Profile profile;
   double boost = -1.0;
-  std::string label;  // the format table's name, if the format comes from there
+  std::string label = {};  // the format table's name, if the format comes from there
 
   kvlab::QuantizerSpec spec(int group) const {
     kvlab::QuantizerSpec s;
