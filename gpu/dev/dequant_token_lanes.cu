@@ -46,10 +46,14 @@ __global__ void __launch_bounds__(256)
       w[j][0] = __ldg(reinterpret_cast<const uint32_t*>(src));
     } else if constexpr (NW == 2) {
       const uint2 t = __ldg(reinterpret_cast<const uint2*>(src));
-      w[j][0] = t.x, w[j][1] = t.y;
+      w[j][0] = t.x;
+      w[j][1] = t.y;
     } else {
       const uint4 t = __ldg(reinterpret_cast<const uint4*>(src));
-      w[j][0] = t.x, w[j][1] = t.y, w[j][2] = t.z, w[j][3] = t.w;
+      w[j][0] = t.x;
+      w[j][1] = t.y;
+      w[j][2] = t.z;
+      w[j][3] = t.w;
     }
     const int64_t pi = (n * D + c0 + j) * f.groups + g;
     sc[j] = load_param(q.scale, pi, f.half_params);
@@ -99,7 +103,8 @@ __global__ void __launch_bounds__(256)
       lw[j][0] = __ldg(reinterpret_cast<const uint32_t*>(src));
     } else {
       const uint2 t = __ldg(reinterpret_cast<const uint2*>(src));
-      lw[j][0] = t.x, lw[j][BITS / 2 - 1] = t.y;
+      lw[j][0] = t.x;
+      lw[j][BITS / 2 - 1] = t.y;
     }
     const int sl = __ldg(q.index + w * D + c);
     hw[j] = sl != 0xFF ? __ldg(reinterpret_cast<const uint32_t*>(high + (int64_t)sl * nbh + chunk * 4)) : 0u;

@@ -58,13 +58,18 @@ __global__ void __launch_bounds__(256)
       const float v = to_f(tile[t * D + c]);
       sum = __fadd_rn(sum, fabsf(v));
       if (mm) {
-        mn = fminf(mn, v), mx = fmaxf(mx, v);
+        mn = fminf(mn, v);
+        mx = fmaxf(mx, v);
       } else {
         const int32_t kv = ord_key(v);
-        kmn = min(kmn, kv), kmx = max(kmx, kv);
+        kmn = min(kmn, kv);
+        kmx = max(kmx, kv);
       }
     }
-    if (!mm) mn = key_float(kmn), mx = key_float(kmx);
+    if (!mm) {
+      mn = key_float(kmn);
+      mx = key_float(kmx);
+    }
     score[c] = sum;
     sqp[c] = make_float4(mn, mx, 0.0f, 0.0f);
   }
@@ -109,7 +114,8 @@ __global__ void __launch_bounds__(256)
         slot[c] = bst ? before : -1;
         perm[bst ? D - k + before : c - before] = c;
       }
-      eq_before += __popc(eqb), boosted_before += __popc(bb);
+      eq_before += __popc(eqb);
+      boosted_before += __popc(bb);
     }
   }
   __syncthreads();

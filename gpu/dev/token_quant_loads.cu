@@ -30,7 +30,10 @@ __device__ __forceinline__ __half2 vmax(__half2 a, __half2 b) { return __hmax2(a
 template <int W, class T>
 __device__ __forceinline__ void tree_minmax(T* a, T* b) {
 #pragma unroll
-  for (int j = 0; j < W; ++j) a[j] = vmin(a[j], a[j + W]), b[j] = vmax(b[j], b[j + W]);
+  for (int j = 0; j < W; ++j) {
+    a[j] = vmin(a[j], a[j + W]);
+    b[j] = vmax(b[j], b[j + W]);
+  }
   if constexpr (W > 1) tree_minmax<W / 2>(a, b);
 }
 
@@ -95,10 +98,13 @@ __global__ void __launch_bounds__(256)
       } else if (mm) {
         float a[V / 2], b[V / 2];
 #pragma unroll
-        for (int j = 0; j < V / 2; ++j)
-          a[j] = fminf(v[2 * j], v[2 * j + 1]), b[j] = fmaxf(v[2 * j], v[2 * j + 1]);
+        for (int j = 0; j < V / 2; ++j) {
+          a[j] = fminf(v[2 * j], v[2 * j + 1]);
+          b[j] = fmaxf(v[2 * j], v[2 * j + 1]);
+        }
         tree_minmax<V / 4>(a, b);
-        mn = a[0], mx = b[0];
+        mn = a[0];
+        mx = b[0];
         for (int o = 1; o < (1 << gl_log2); o <<= 1) {
           mn = fminf(mn, __shfl_xor_sync(0xffffffffu, mn, o));
           mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
@@ -108,13 +114,15 @@ __global__ void __launch_bounds__(256)
 #pragma unroll
         for (int j = 1; j < V; ++j) {
           const int32_t kj = ord_key(v[j]);
-          kmn = min(kmn, kj), kmx = max(kmx, kj);
+          kmn = min(kmn, kj);
+          kmx = max(kmx, kj);
         }
         for (int o = 1; o < (1 << gl_log2); o <<= 1) {
           kmn = min(kmn, __shfl_xor_sync(0xffffffffu, kmn, o));
           kmx = max(kmx, __shfl_xor_sync(0xffffffffu, kmx, o));
         }
-        mn = key_float(kmn), mx = key_float(kmx);
+        mn = key_float(kmn);
+        mx = key_float(kmx);
       }
       const GroupParams p = params_of(mn, mx, BITS, SYM ? 1 : 0, f.half_params);
       if (row < total && first) write_params(q, row * groups + g, p, SYM ? 1 : 0, f.half_params);

@@ -50,7 +50,8 @@ __global__ void __launch_bounds__(256)
     for (int t = 0; t < len; ++t) {  // token order: fp32 sum as the CPU reference
       const float v = tile[t * D + c];
       const int32_t k = ord_key(v);  // min/max by order keys (tile.cuh): same element as f_min/f_max
-      kmn = min(kmn, k), kmx = max(kmx, k);
+      kmn = min(kmn, k);
+      kmx = max(kmx, k);
       sum = f_add(sum, f_abs(v));
     }
     const float mn = key_float(kmn), mx = key_float(kmx);
@@ -192,13 +193,18 @@ __global__ void __launch_bounds__(256) boost_quant_radix(const In* __restrict__ 
       const float v = to_f(tile[t * D + c]);
       sum = __fadd_rn(sum, fabsf(v));
       if (mm) {
-        mn = fminf(mn, v), mx = fmaxf(mx, v);
+        mn = fminf(mn, v);
+        mx = fmaxf(mx, v);
       } else {
         const int32_t kv = ord_key(v);
-        kmn = min(kmn, kv), kmx = max(kmx, kv);
+        kmn = min(kmn, kv);
+        kmx = max(kmx, kv);
       }
     }
-    if (!mm) mn = key_float(kmn), mx = key_float(kmx);
+    if (!mm) {
+      mn = key_float(kmn);
+      mx = key_float(kmx);
+    }
     score[c] = sum;
     sqp[c] = make_float4(mn, mx, 0.0f, 0.0f);
   }
@@ -240,7 +246,8 @@ __global__ void __launch_bounds__(256) boost_quant_radix(const In* __restrict__ 
       const unsigned bb = __ballot_sync(0xffffffffu, bst);
       const int c = m * 32 + lane, before = boosted_before + __popc(bb & lt);  // boosted channels below c
       if (has[m]) slot[c] = bst ? before : -1;
-      eq_before += __popc(eqb), boosted_before += __popc(bb);
+      eq_before += __popc(eqb);
+      boosted_before += __popc(bb);
     }
   }
   __syncthreads();
@@ -333,7 +340,8 @@ __global__ void __launch_bounds__(256)
       lw[j][0] = __ldg(reinterpret_cast<const uint32_t*>(src));
     } else {
       const uint2 t = __ldg(reinterpret_cast<const uint2*>(src));
-      lw[j][0] = t.x, lw[j][BITS / 2 - 1] = t.y;
+      lw[j][0] = t.x;
+      lw[j][BITS / 2 - 1] = t.y;
     }
     const int sl = __ldg(q.index + w * D + c);
     hw[j] = sl != 0xFF ? __ldg(reinterpret_cast<const uint32_t*>(high + (int64_t)sl * nbh + chunk * 4)) : 0u;

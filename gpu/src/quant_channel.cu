@@ -53,18 +53,23 @@ __global__ void __launch_bounds__(256)
 #pragma unroll 8
       for (int t = h * hl; t < te; ++t) {
         const int32_t k = ord_key(to_f(tile[t * D + c]));
-        kmn = min(kmn, k), kmx = max(kmx, k);
+        kmn = min(kmn, k);
+        kmx = max(kmx, k);
       }
       const float mn = key_float(kmn), mx = key_float(kmx);
-      if (h == 1)
-        part[c] = mn, part[D + c] = mx;
-      else
+      if (h == 1) {
+        part[c] = mn;
+        part[D + c] = mx;
+      } else
         par[c] = GroupParams{mn, mx};
     }
     __syncthreads();
     for (int c = threadIdx.x; c < D; c += blockDim.x) {
       float mn = par[c].scale, mx = par[c].zero;
-      if (halves == 2) mn = f_min(mn, part[c]), mx = f_max(mx, part[D + c]);
+      if (halves == 2) {
+        mn = f_min(mn, part[c]);
+        mx = f_max(mx, part[D + c]);
+      }
       const GroupParams p = params_of(mn, mx, bits, f.sym, f.half_params);
       par[c] = p;
       write_params(q, (n * D + c) * f.groups + g, p, f.sym, f.half_params);
@@ -124,9 +129,11 @@ __global__ void __launch_bounds__(256) channel_stats(const In* __restrict__ x, D
 #pragma unroll 8
     for (int t = a; t < b; ++t) {
       const int32_t k = ord_key(load_in(col, (int64_t)t * f.D));
-      kmn = min(kmn, k), kmx = max(kmx, k);
+      kmn = min(kmn, k);
+      kmx = max(kmx, k);
     }
-    mn = key_float(kmn), mx = key_float(kmx);
+    mn = key_float(kmn);
+    mx = key_float(kmx);
   }
   pmn[seg][lane] = mn;
   pmx[seg][lane] = mx;
@@ -232,7 +239,8 @@ __global__ void __launch_bounds__(256)
 #pragma unroll
     for (int k = 0; k < 4; ++k) word[k] = st[(c4 + k) * spw + w];
     if (g != pg || c4 != pc) {  // params cached across this thread's words of one group
-      pg = g, pc = c4;
+      pg = g;
+      pc = c4;
 #pragma unroll
       for (int k = 0; k < 4; ++k) {
         const int64_t pi = (n * D + c4 + k) * f.groups + g;
@@ -247,8 +255,10 @@ __global__ void __launch_bounds__(256)
       uint32_t c[4];
       float y[4];
 #pragma unroll
-      for (int k = 0; k < 4; ++k)
-        c[k] = word_code(word[k], j, BITS), y[k] = dequant_of(c[k], p[k], BITS, f.sym);
+      for (int k = 0; k < 4; ++k) {
+        c[k] = word_code(word[k], j, BITS);
+        y[k] = dequant_of(c[k], p[k], BITS, f.sym);
+      }
       store_out4(out, e, y, c, o);
     }
   }
@@ -281,7 +291,8 @@ __device__ __forceinline__ ChUnit ch_unit(uint32_t u0, const DevFormat& f, int V
   c.tc = PRE ? (int)((u / CC) % TC) : (int)(u & (TC - 1));
   const int cc = PRE ? (int)(u % CC) : (int)((u / TC) % CC);
   const uint32_t ng = u / (uint32_t)(CC * TC);
-  c.n = ng / (uint32_t)f.groups, c.g = ng % (uint32_t)f.groups;
+  c.n = ng / (uint32_t)f.groups;
+  c.g = ng % (uint32_t)f.groups;
   c.t0 = c.g * f.G + (int64_t)c.tc * 16;
   c.live = c.uvalid && c.t0 < min(f.T, c.g * f.G + f.G);
   c.c0 = cc * V;
@@ -323,7 +334,8 @@ __device__ __forceinline__ void ch_process(const uint4 (&raw)[16], const ChUnit&
         for (int k = 0; k < 4; ++k) {
           const uint32_t wi = k == 0 ? raw[i].x : k == 1 ? raw[i].y : k == 2 ? raw[i].z : raw[i].w;
           const __half2 h = *reinterpret_cast<const __half2*>(&wi);
-          hmn[k] = __hmin2(hmn[k], h), hmx[k] = __hmax2(hmx[k], h);
+          hmn[k] = __hmin2(hmn[k], h);
+          hmx[k] = __hmax2(hmx[k], h);
         }
 #pragma unroll
       for (int k = 0; k < 4; ++k) {
@@ -335,12 +347,13 @@ __device__ __forceinline__ void ch_process(const uint4 (&raw)[16], const ChUnit&
               __hmin2(*reinterpret_cast<const __half2*>(&a), *reinterpret_cast<const __half2*>(&a2));
           const __half2 M =
               __hmax2(*reinterpret_cast<const __half2*>(&b), *reinterpret_cast<const __half2*>(&b2));
-          a = *reinterpret_cast<const uint32_t*>(&m), b = *reinterpret_cast<const uint32_t*>(&M);
+          a = *reinterpret_cast<const uint32_t*>(&m);
+          b = *reinterpret_cast<const uint32_t*>(&M);
         }
-        mn[2 * k] = half_to_float((uint16_t)(a & 0xffffu)),
-               mn[2 * k + 1] = half_to_float((uint16_t)(a >> 16));
-        mx[2 * k] = half_to_float((uint16_t)(b & 0xffffu)),
-               mx[2 * k + 1] = half_to_float((uint16_t)(b >> 16));
+        mn[2 * k] = half_to_float((uint16_t)(a & 0xffffu));
+        mn[2 * k + 1] = half_to_float((uint16_t)(a >> 16));
+        mx[2 * k] = half_to_float((uint16_t)(b & 0xffffu));
+        mx[2 * k + 1] = half_to_float((uint16_t)(b >> 16));
       }
     } else {
       int32_t kmn[V], kmx[V];
@@ -354,32 +367,43 @@ __device__ __forceinline__ void ch_process(const uint4 (&raw)[16], const ChUnit&
           if (mm) {
             if (i == 0)
               mn[j] = mx[j] = v;
-            else
-              mn[j] = fminf(mn[j], v), mx[j] = fmaxf(mx[j], v);
+            else {
+              mn[j] = fminf(mn[j], v);
+              mx[j] = fmaxf(mx[j], v);
+            }
           } else {
             const int32_t k = ord_key(v);
             if (i == 0)
               kmn[j] = kmx[j] = k;
-            else
-              kmn[j] = min(kmn[j], k), kmx[j] = max(kmx[j], k);
+            else {
+              kmn[j] = min(kmn[j], k);
+              kmx[j] = max(kmx[j], k);
+            }
           }
         }
       }
 #pragma unroll
       for (int j = 0; j < V; ++j) {
         if (mm) {
-          if (!live) mn[j] = INFINITY, mx[j] = -INFINITY;
+          if (!live) {
+            mn[j] = INFINITY;
+            mx[j] = -INFINITY;
+          }
           for (int o = 1; o < TCw; o <<= 1) {
             mn[j] = fminf(mn[j], __shfl_xor_sync(0xffffffffu, mn[j], o));
             mx[j] = fmaxf(mx[j], __shfl_xor_sync(0xffffffffu, mx[j], o));
           }
         } else {
-          if (!live) kmn[j] = ord_key(INFINITY), kmx[j] = ord_key(-INFINITY);
+          if (!live) {
+            kmn[j] = ord_key(INFINITY);
+            kmx[j] = ord_key(-INFINITY);
+          }
           for (int o = 1; o < TCw; o <<= 1) {
             kmn[j] = min(kmn[j], __shfl_xor_sync(0xffffffffu, kmn[j], o));
             kmx[j] = max(kmx[j], __shfl_xor_sync(0xffffffffu, kmx[j], o));
           }
-          mn[j] = key_float(kmn[j]), mx[j] = key_float(kmx[j]);
+          mn[j] = key_float(kmn[j]);
+          mx[j] = key_float(kmx[j]);
         }
       }
     }
@@ -400,7 +424,10 @@ __device__ __forceinline__ void ch_process(const uint4 (&raw)[16], const ChUnit&
         float m = 0.0f, M = 0.0f;
 #pragma unroll
         for (int k = 0; k < V; ++k)
-          if (k == j) m = mn[k], M = mx[k];
+          if (k == j) {
+            m = mn[k];
+            M = mx[k];
+          }
         p = params_of(m, M, BITS, SYM ? 1 : 0, f.half_params);
         if (uvalid) write_params(q, pi, p, SYM ? 1 : 0, f.half_params);
       }
@@ -472,8 +499,12 @@ __global__ void __launch_bounds__(256)
   float mn[V], mx[V];
   int32_t kmn[V], kmx[V];
 #pragma unroll
-  for (int j = 0; j < V; ++j)
-    mn[j] = INFINITY, mx[j] = -INFINITY, kmn[j] = ord_key(INFINITY), kmx[j] = ord_key(-INFINITY);
+  for (int j = 0; j < V; ++j) {
+    mn[j] = INFINITY;
+    mx[j] = -INFINITY;
+    kmn[j] = ord_key(INFINITY);
+    kmx[j] = ord_key(-INFINITY);
+  }
   if (c0 < D) {
     const In* col = x + (n * f.T + t0) * D + c0;
 #pragma unroll 4
@@ -484,11 +515,13 @@ __global__ void __launch_bounds__(256)
       for (int j = 0; j < V; ++j) {
         const float v =
             sizeof(In) == 2 ? half_to_float((uint16_t)(uw[j / 2] >> (16 * (j & 1)))) : __uint_as_float(uw[j]);
-        if (mm)
-          mn[j] = fminf(mn[j], v), mx[j] = fmaxf(mx[j], v);
-        else {
+        if (mm) {
+          mn[j] = fminf(mn[j], v);
+          mx[j] = fmaxf(mx[j], v);
+        } else {
           const int32_t k = ord_key(v);
-          kmn[j] = min(kmn[j], k), kmx[j] = max(kmx[j], k);
+          kmn[j] = min(kmn[j], k);
+          kmx[j] = max(kmx[j], k);
         }
       }
     }
@@ -503,7 +536,10 @@ __global__ void __launch_bounds__(256)
     const int c = blockIdx.y * 128 + threadIdx.x;
     if (c < D) {
       float a = smn[0][threadIdx.x], b = smx[0][threadIdx.x];
-      for (int t = 1; t < TLN; ++t) a = f_min(a, smn[t][threadIdx.x]), b = f_max(b, smx[t][threadIdx.x]);
+      for (int t = 1; t < TLN; ++t) {
+        a = f_min(a, smn[t][threadIdx.x]);
+        b = f_max(b, smx[t][threadIdx.x]);
+      }
       write_params(q, (n * D + c) * f.groups + g, params_of(a, b, f.bits, f.sym, f.half_params), f.sym,
                    f.half_params);
     }
@@ -540,10 +576,14 @@ __global__ void __launch_bounds__(256)
       w[j][0] = __ldg(reinterpret_cast<const uint32_t*>(src));
     } else if constexpr (NW == 2) {
       const uint2 t = __ldg(reinterpret_cast<const uint2*>(src));
-      w[j][0] = t.x, w[j][1] = t.y;
+      w[j][0] = t.x;
+      w[j][1] = t.y;
     } else {
       const uint4 t = __ldg(reinterpret_cast<const uint4*>(src));
-      w[j][0] = t.x, w[j][1] = t.y, w[j][2] = t.z, w[j][3] = t.w;
+      w[j][0] = t.x;
+      w[j][1] = t.y;
+      w[j][2] = t.z;
+      w[j][3] = t.w;
     }
     const int64_t pi = (n * D + c0 + j) * f.groups + g;
     sc[j] = load_param(q.scale, pi, f.half_params);

@@ -117,12 +117,17 @@ template <>
 struct Vec<4> {
   static __device__ __forceinline__ void load(const uint16_t* p, float v[4]) {
     const uint2 r = __ldcs(reinterpret_cast<const uint2*>(p));
-    v[0] = half_to_float((uint16_t)(r.x & 0xffffu)), v[1] = half_to_float((uint16_t)(r.x >> 16));
-    v[2] = half_to_float((uint16_t)(r.y & 0xffffu)), v[3] = half_to_float((uint16_t)(r.y >> 16));
+    v[0] = half_to_float((uint16_t)(r.x & 0xffffu));
+    v[1] = half_to_float((uint16_t)(r.x >> 16));
+    v[2] = half_to_float((uint16_t)(r.y & 0xffffu));
+    v[3] = half_to_float((uint16_t)(r.y >> 16));
   }
   static __device__ __forceinline__ void load(const float* p, float v[4]) {
     const float4 r = __ldcs(reinterpret_cast<const float4*>(p));
-    v[0] = r.x, v[1] = r.y, v[2] = r.z, v[3] = r.w;
+    v[0] = r.x;
+    v[1] = r.y;
+    v[2] = r.z;
+    v[3] = r.w;
   }
 };
 
@@ -160,7 +165,8 @@ __global__ void __launch_bounds__(256) token_quant_warp(const In* __restrict__ x
 #pragma unroll
     for (int j = 1; j < V; ++j) {
       const int32_t kj = ord_key(v[r][j]);
-      kmn = min(kmn, kj), kmx = max(kmx, kj);
+      kmn = min(kmn, kj);
+      kmx = max(kmx, kj);
     }
 #pragma unroll
     for (int o = 1; o < 32; o <<= 1) {
@@ -201,7 +207,10 @@ __global__ void __launch_bounds__(256)
     uint32_t c[V];
     float y[V];
 #pragma unroll
-    for (int j = 0; j < V; ++j) c[j] = word_code(w[r], j, bits), y[j] = dequant_of(c[j], p[r], bits, f.sym);
+    for (int j = 0; j < V; ++j) {
+      c[j] = word_code(w[r], j, bits);
+      y[j] = dequant_of(c[j], p[r], bits, f.sym);
+    }
     const int64_t e = (r0 + r) * D + lane * V;
     store_out4(out, e, y, c, o);
   }
@@ -221,7 +230,10 @@ __device__ __forceinline__ __half2 vmax(__half2 a, __half2 b) { return __hmax2(a
 template <int W, class T>
 __device__ __forceinline__ void tree_minmax(T* a, T* b) {
 #pragma unroll
-  for (int j = 0; j < W; ++j) a[j] = vmin(a[j], a[j + W]), b[j] = vmax(b[j], b[j + W]);
+  for (int j = 0; j < W; ++j) {
+    a[j] = vmin(a[j], a[j + W]);
+    b[j] = vmax(b[j], b[j + W]);
+  }
   if constexpr (W > 1) tree_minmax<W / 2>(a, b);
 }
 
@@ -285,10 +297,13 @@ __global__ void __launch_bounds__(256) token_quant_regs(const In* __restrict__ x
       } else if (mm) {
         float a[V / 2], b[V / 2];
 #pragma unroll
-        for (int j = 0; j < V / 2; ++j)
-          a[j] = fminf(v[2 * j], v[2 * j + 1]), b[j] = fmaxf(v[2 * j], v[2 * j + 1]);
+        for (int j = 0; j < V / 2; ++j) {
+          a[j] = fminf(v[2 * j], v[2 * j + 1]);
+          b[j] = fmaxf(v[2 * j], v[2 * j + 1]);
+        }
         tree_minmax<V / 4>(a, b);
-        mn = a[0], mx = b[0];
+        mn = a[0];
+        mx = b[0];
         for (int o = 1; o < (1 << gl_log2); o <<= 1) {
           mn = fminf(mn, __shfl_xor_sync(0xffffffffu, mn, o));
           mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
@@ -298,13 +313,15 @@ __global__ void __launch_bounds__(256) token_quant_regs(const In* __restrict__ x
 #pragma unroll
         for (int j = 1; j < V; ++j) {
           const int32_t kj = ord_key(v[j]);
-          kmn = min(kmn, kj), kmx = max(kmx, kj);
+          kmn = min(kmn, kj);
+          kmx = max(kmx, kj);
         }
         for (int o = 1; o < (1 << gl_log2); o <<= 1) {
           kmn = min(kmn, __shfl_xor_sync(0xffffffffu, kmn, o));
           kmx = max(kmx, __shfl_xor_sync(0xffffffffu, kmx, o));
         }
-        mn = key_float(kmn), mx = key_float(kmx);
+        mn = key_float(kmn);
+        mx = key_float(kmx);
       }
       const GroupParams p = params_of(mn, mx, BITS, SYM ? 1 : 0, f.half_params);
       if (row < total && first) write_params(q, row * groups + g, p, SYM ? 1 : 0, f.half_params);
@@ -345,7 +362,8 @@ __global__ void __launch_bounds__(256) token_dequant_regs(DevFormat f, DevQuant 
     const uint8_t* src = q.codes + row * f.row_bytes + lr * NB;
     if (NB == 8) {
       const uint2 t = __ldg(reinterpret_cast<const uint2*>(src));
-      w[r][0] = t.x, w[r][NWD - 1] = t.y;
+      w[r][0] = t.x;
+      w[r][NWD - 1] = t.y;
     } else if (NB == 4) {
       w[r][0] = __ldg(reinterpret_cast<const uint32_t*>(src));
     } else if (NB == 2) {

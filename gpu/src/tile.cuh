@@ -27,7 +27,10 @@ __device__ __forceinline__ void load4(const uint16_t* x, int64_t i, float v[4]) 
 }
 __device__ __forceinline__ void load4(const float* x, int64_t i, float v[4]) {
   const float4 r = *reinterpret_cast<const float4*>(x + i);
-  v[0] = r.x, v[1] = r.y, v[2] = r.z, v[3] = r.w;
+  v[0] = r.x;
+  v[1] = r.y;
+  v[2] = r.z;
+  v[3] = r.w;
 }
 
 __device__ __forceinline__ void store_param(void* p, int64_t i, float v, int half) {
@@ -110,7 +113,10 @@ __device__ __forceinline__ void load_tile(float* tile, int pitch, const In* x, i
           if (pitch % 4 == 0) {
             *reinterpret_cast<float4*>(d) = make_float4(v[u][0], v[u][1], v[u][2], v[u][3]);
           } else {
-            d[0] = v[u][0], d[1] = v[u][1], d[2] = v[u][2], d[3] = v[u][3];
+            d[0] = v[u][0];
+            d[1] = v[u][1];
+            d[2] = v[u][2];
+            d[3] = v[u][3];
           }
         }
       }

@@ -203,10 +203,12 @@ __global__ void minmax_check(uint64_t n_random, uint64_t seed, unsigned long lon
   for (uint64_t i = tid; i < n_random; i += stride) {
     float a, b;
     if (i < 4) {
-      a = (i & 1) ? -0.0f : 0.0f, b = (i & 2) ? -0.0f : 0.0f;
+      a = (i & 1) ? -0.0f : 0.0f;
+      b = (i & 2) ? -0.0f : 0.0f;
     } else {
       const uint32_t u = hash32(seed + 2 * i), v = hash32(seed + 2 * i + 1);
-      a = __uint_as_float(u), b = (v & 3) == 0 ? -a : (v & 3) == 1 ? a : __uint_as_float(v);
+      a = __uint_as_float(u);
+      b = (v & 3) == 0 ? -a : (v & 3) == 1 ? a : __uint_as_float(v);
       if (!(a == a) || !(b == b)) continue;
     }
     nbad += float_bits(min_hw(a, b)) != float_bits(f_min(a, b));
