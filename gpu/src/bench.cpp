@@ -11,6 +11,20 @@
 #include "kvlab_gpu/gpu.h"
 #include "util.h"
 
+// The dtype column's names of the kernels' input and output types.
+namespace kvlab {
+template <>
+struct EnumNames<gpu::InType> {
+  static constexpr EnumName<gpu::InType> names[] = {{gpu::InType::F16, "f16 in"},
+                                                    {gpu::InType::F32, "f32 in"}};
+};
+template <>
+struct EnumNames<gpu::OutType> {
+  static constexpr EnumName<gpu::OutType> names[] = {
+      {gpu::OutType::F32, "f32 out"}, {gpu::OutType::F16, "f16 out"}, {gpu::OutType::Codes, "codes out"}};
+};
+}  // namespace kvlab
+
 namespace kvlab::gpu {
 namespace {
 
@@ -40,9 +54,7 @@ int64_t packed_total(const DevFormat& f) {
          f.n_params() * f.param_size() * (f.has_zero() ? 2 : 1);
 }
 
-// Times quantize+pack (f16 and f32 in) and unpack+dequantize (f32 and f16 out) of one format
-// with one kernel variant; directions the variant does not change (kKernelVariants) are left
-// to the default's rows.
+// The benchmark's device tensors: fp16 and fp32 inputs, an output of n fp32 values.
 struct BenchInputs {
   const void* x16;
   const void* x32;
@@ -50,30 +62,33 @@ struct BenchInputs {
   int64_t n;
 };
 
+// Times quantize+pack (f16 and f32 in) and unpack+dequantize (f32 and f16 out) of one format
+// with one kernel variant; directions and layouts the variant does not change
+// (kKernelVariants) are left to the default's rows.
 void bench_variant(const BenchOptions& opt, const std::string& format, const DevFormat& f, DeviceQuant& q,
                    const KernelVariant& v, const BenchInputs& in, BenchResult& r) {
   const KernelConfig& cfg = v.config;
   const double packed = (double)packed_total(f);
   const unsigned layout = f.boost ? kBoost : f.channel ? kChannel : kToken;
   if (!(v.layouts & layout)) return;
-  for (int i = 0; i < 2 && (v.directions & kQuantize); ++i) {
-    const void* x = i == 0 ? in.x16 : in.x32;
-    const InType it = i == 0 ? InType::F16 : InType::F32;
+  for (const InType it : {InType::F16, InType::F32}) {
+    if (!(v.directions & kQuantize)) break;
+    const void* x = it == InType::F16 ? in.x16 : in.x32;
     const char* label = "";
     const double ms =
         median_ms(opt.warmup, opt.reps, [&] { label = run_quantize(f, x, it, q.view(), 0, cfg); });
-    const double bytes = (double)in.n * (i == 0 ? 2 : 4) + packed;
-    r.rows.push_back({format, "quantize+pack", i == 0 ? "f16 in" : "f32 in", v.name, label, bytes, ms,
-                      bytes / (ms * 1e6), bytes / (ms * 1e6) / r.copy_gbps});
+    const double bytes = (double)in.n * (it == InType::F16 ? 2 : 4) + packed;
+    r.rows.push_back({format, "quantize+pack", enum_name(it), v.name, label, bytes, ms, bytes / (ms * 1e6),
+                      bytes / (ms * 1e6) / r.copy_gbps});
   }
-  for (int o = 0; o < 2 && (v.directions & kDequantize); ++o) {
-    const OutType ot = o == 0 ? OutType::F32 : OutType::F16;
+  for (const OutType ot : {OutType::F32, OutType::F16}) {
+    if (!(v.directions & kDequantize)) break;
     const char* label = "";
     const double ms =
         median_ms(opt.warmup, opt.reps, [&] { label = run_dequantize(f, q.view(), in.out, ot, 0, cfg); });
-    const double bytes = (double)in.n * (o == 0 ? 4 : 2) + packed;
-    r.rows.push_back({format, "unpack+dequant", o == 0 ? "f32 out" : "f16 out", v.name, label, bytes, ms,
-                      bytes / (ms * 1e6), bytes / (ms * 1e6) / r.copy_gbps});
+    const double bytes = (double)in.n * (ot == OutType::F32 ? 4 : 2) + packed;
+    r.rows.push_back({format, "unpack+dequant", enum_name(ot), v.name, label, bytes, ms, bytes / (ms * 1e6),
+                      bytes / (ms * 1e6) / r.copy_gbps});
   }
   cuda_check(cudaDeviceSynchronize(), "bench");
 }
