@@ -248,8 +248,10 @@ std::vector<T> dequant_as(const QuantizedTensor& q, OutType o, const KernelConfi
 
 }  // namespace
 
-QuantizedTensor quantize(const TensorView& x, const QuantizerSpec& spec, const KernelConfig& cfg,
-                         std::string* variant) {
+namespace {
+
+// The shape checks and geometry of a GPU quantize: everything of the result but its arrays.
+QuantizedTensor quantized_header(const TensorView& x, const QuantizerSpec& spec) {
   QuantizedTensor q;
   q.spec = spec;
   q.shape = x.shape;
@@ -257,20 +259,21 @@ QuantizedTensor quantize(const TensorView& x, const QuantizerSpec& spec, const K
   if (spec.boosted()) q.boost_k = boost_count((int)q.dims(), spec.boost);
   if (q.boost_k > 254) throw std::invalid_argument("kvlab-gpu: boost of more than 254 channels");
   check_finite(x, "kvlab-gpu quantize: input");
-  const DevFormat f = make_format(q);
-  DeviceQuant d(f);
-  const int64_t n = x.numel(), esize = x.dtype == DType::F16 ? 2 : 4;
-  DeviceBuffer in(n * esize + 16);
-  cuda_check(cudaMemcpy(in.p, x.data, n * esize, cudaMemcpyHostToDevice), "cudaMemcpy");
-  const char* v = run_quantize(f, in.p, x.dtype == DType::F16 ? InType::F16 : InType::F32, d.view(), 0, cfg);
-  cuda_check(cudaDeviceSynchronize(), "quantize");
-  if (variant) *variant = v;
+  return q;
+}
+
+// A group whose scale or zero does not fit its storage fails the call, as on the CPU.
+void throw_on_overflow(const DeviceQuant& d, const QuantizerSpec& spec) {
   int overflow = 0;
   cuda_check(cudaMemcpy(&overflow, d.overflow.p, sizeof(int), cudaMemcpyDeviceToHost), "cudaMemcpy");
   if (overflow)
     throw std::invalid_argument(std::string("kvlab-gpu quantize: a group's scale or zero overflows ") +
-                                (f.half_params ? "fp16" : "fp32") + " (spec " + to_string(spec) +
+                                (d.f.half_params ? "fp16" : "fp32") + " (spec " + to_string(spec) +
                                 "); use params=fp32 or more bits");
+}
+
+void download(const DeviceQuant& d, QuantizedTensor& q) {
+  const DevFormat& f = d.f;
   to_host(q.codes, d.codes, f.codes_bytes());
   q.scale = params_to_host(d.scale, f.n_params(), f.half_params);
   if (f.has_zero()) q.zero = params_to_host(d.zero, f.n_params(), f.half_params);
@@ -278,6 +281,24 @@ QuantizedTensor quantize(const TensorView& x, const QuantizerSpec& spec, const K
     to_host(q.high, d.high, f.high_bytes());
     to_host(q.boost_index, d.index, f.index_bytes());
   }
+}
+
+}  // namespace
+
+QuantizedTensor quantize(const TensorView& x, const QuantizerSpec& spec, const KernelConfig& cfg,
+                         std::string* variant) {
+  QuantizedTensor q = quantized_header(x, spec);
+  const DevFormat f = make_format(q);
+  DeviceQuant d(f);
+  const int64_t n = x.numel();
+  const int64_t esize = x.dtype == DType::F16 ? 2 : 4;
+  DeviceBuffer in(n * esize + 16);
+  cuda_check(cudaMemcpy(in.p, x.data, n * esize, cudaMemcpyHostToDevice), "cudaMemcpy");
+  const char* v = run_quantize(f, in.p, x.dtype == DType::F16 ? InType::F16 : InType::F32, d.view(), 0, cfg);
+  cuda_check(cudaDeviceSynchronize(), "quantize");
+  if (variant) *variant = v;
+  throw_on_overflow(d, spec);
+  download(d, q);
   return q;
 }
 

@@ -262,10 +262,10 @@ void arithmetic_rows(const ValidateOptions& opt, std::vector<ValidationRow>& row
 
 std::vector<ValidationRow> validate(const ValidateOptions& opt) {
   const std::vector<const KernelVariant*> variants = select_kernel_variants(opt.presets);
-  const std::vector<Data> data = validation_data(opt);
   std::vector<ValidationRow> rows;
   if (!opt.small) arithmetic_rows(opt, rows);
   if (opt.arith_only) return rows;
+  const std::vector<Data> data = validation_data(opt);
   for (const FormatEntry& e : kFormats) {  // formats without GPU kernels: one visible row each
     if (e.gpu || !format_selected(e, opt.only)) continue;
     rows.push_back({"-", to_string(parse_quantizer(e.spec)), "-", "-", 0, 0, 0, 0.0,
