@@ -79,6 +79,15 @@ if [ $SAN -eq 1 ]; then
       echo "$tool $(basename $t): exit $rc; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/san_${tool}_$(basename $t).log" | tr '\n' ' ')"
       [ $rc -ne 0 ] && status=1
     done
+    # the gpu/dev runner-up kernels (their small --validate data)
+    for d in $B/gpu/dev/*; do
+      [ -x "$d" ] && [ -f "$d" ] || continue
+      case $(basename "$d") in kvlab_gpu_dev_*) continue;; esac
+      timeout "${SAN_TIMEOUT:-240}" compute-sanitizer --tool $tool --error-exitcode 9 "$d" --validate \
+        > "$OUT/san_${tool}_dev_$(basename $d).log" 2>&1; rc=$?
+      echo "$tool dev/$(basename $d): exit $rc; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/san_${tool}_dev_$(basename $d).log" | tr '\n' ' ')"
+      [ $rc -ne 0 ] && status=1
+    done
   done 2>&1 | tee "$OUT/sanitizer.log"
 fi
 
