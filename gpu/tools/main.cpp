@@ -9,6 +9,7 @@
 int main(int argc, char** argv) {
   CLI::App app{"kvlab-gpu: CUDA kernels of kvlab's formats, validated byte for byte against the CPU"};
   app.require_subcommand(1);
+  app.footer("Exit status: 0 ok, 1 mismatching bytes, 2 no CUDA device, 3 usage or error.");
   kvlab::gpu::add_gpu_commands(app, "kvlab-gpu");
   try {
     app.parse(argc, argv);
