@@ -2,8 +2,9 @@
 # One call on the GPU machine: build core/ + gpu/ (GPU-only), validate against the CPU
 # reference, run the GPU tests, compute-sanitizer memcheck + racecheck, then bench.
 # Logs go to $OUT (or ./gpu_check_out).
-# Usage: bash scripts/gpu_check.sh [--no-bench] [--no-sanitize] [--exhaustive-div] [--bench-args "ARGS"]
+# Usage: bash scripts/gpu_check.sh [--no-bench] [--no-sanitize] [--exhaustive-div] [--dev-bench] [--bench-args "ARGS"]
 #   --exhaustive-div: validate's fastdiv row sweeps all 2^46 significand pairs (~1 minute)
+#   --dev-bench: also time the runner-up kernels of gpu/dev/ (each file's --bench)
 #   SAN_TIMEOUT=S (environment): seconds per compute-sanitizer run (default 240)
 set -u -o pipefail
 cd "$(dirname "$0")/.."
@@ -11,9 +12,10 @@ cd "$(dirname "$0")/.."
 # key ones copied (validate.log, bench.log, ptxas.log): few files, so they all come back.
 FINAL=${OUT:-$PWD/gpu_check_out}; mkdir -p "$FINAL"
 OUT=$(mktemp -d)
-trap 'for f in machine build ptxas validate gpu_*_test sanitizer san_* bench; do for g in "$OUT"/$f.log; do [ -f "$g" ] && { echo "===== $(basename $g)"; cat "$g"; }; done; done > "$FINAL/all.log"; cp "$OUT"/validate.log "$OUT"/bench.log "$OUT"/ptxas.log "$FINAL"/ 2>/dev/null; rm -rf "$OUT"' EXIT
-BENCH=1; SAN=1; VARGS=(); BARGS=""
+trap 'for f in machine build ptxas validate dev gpu_*_test sanitizer san_* bench dev_bench; do for g in "$OUT"/$f.log; do [ -f "$g" ] && { echo "===== $(basename $g)"; cat "$g"; }; done; done > "$FINAL/all.log"; cp "$OUT"/validate.log "$OUT"/dev.log "$OUT"/bench.log "$OUT"/ptxas.log "$FINAL"/ 2>/dev/null; rm -rf "$OUT"' EXIT
+BENCH=1; SAN=1; DEVBENCH=0; VARGS=(); BARGS=""
 while [ $# -gt 0 ]; do case $1 in --no-bench) BENCH=0;; --no-sanitize) SAN=0;; --exhaustive-div) VARGS+=(--exhaustive-div);;
+  --dev-bench) DEVBENCH=1;;
   --bench-args) BARGS=$2; shift;; esac; shift; done
 export PATH=/usr/local/cuda/bin:$PATH
 B=build-gpu-check
@@ -50,6 +52,14 @@ fi
 $B/gpu/kvlab-gpu validate "${VARGS[@]}" "${RAW[@]}" 2>&1 | tee "$OUT/validate.log" | awk '$0 ~ /validate:/ || ($7+0 > 0 && NR > 2) {print}'
 rc=${PIPESTATUS[0]}; echo "validate exit $rc"; [ $rc -ne 0 ] && status=1
 
+echo "== gpu/dev exploration files (runner-up kernels vs the CPU reference)"
+for d in $B/gpu/dev/*; do
+  [ -x "$d" ] && [ -f "$d" ] || continue
+  case $(basename "$d") in kvlab_gpu_dev_*) continue;; esac
+  "$d" --validate >> "$OUT/dev.log" 2>&1; rc=$?; echo "$(basename $d) --validate: exit $rc, $(grep -E '^validate:' "$OUT/dev.log" | tail -1)"
+  [ $rc -ne 0 ] && status=1
+done
+
 echo "== gtest"
 for t in $B/tests/gpu/gpu_*_test; do
   [ -x "$t" ] || continue
@@ -62,10 +72,20 @@ if [ $SAN -eq 1 ]; then
   for tool in memcheck racecheck; do
     for t in $B/tests/gpu/gpu_token_test $B/tests/gpu/gpu_boost_test $B/tests/gpu/gpu_channel_test; do
       [ -x "$t" ] || continue
-      # v4, v4-alt, v4-tcl1 (new memory access patterns); v3 was checked before, v4-ieee and v4-keys change arithmetic only
-      KVLAB_GPU_TEST_PRESETS=v4,v4-alt,v4-tcl1 timeout "${SAN_TIMEOUT:-240}" compute-sanitizer --tool $tool --error-exitcode 9 "$t" \
+      # default (the production memory access patterns); fallback was checked before (as v3),
+      # ieee-div and order-key-minmax change arithmetic only
+      KVLAB_GPU_TEST_PRESETS=default timeout "${SAN_TIMEOUT:-240}" compute-sanitizer --tool $tool --error-exitcode 9 "$t" \
         > "$OUT/san_${tool}_$(basename $t).log" 2>&1; rc=$?
       echo "$tool $(basename $t): exit $rc; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/san_${tool}_$(basename $t).log" | tr '\n' ' ')"
+      [ $rc -ne 0 ] && status=1
+    done
+    # the gpu/dev runner-up kernels (their small --validate data)
+    for d in $B/gpu/dev/*; do
+      [ -x "$d" ] && [ -f "$d" ] || continue
+      case $(basename "$d") in kvlab_gpu_dev_*) continue;; esac
+      timeout "${SAN_TIMEOUT:-240}" compute-sanitizer --tool $tool --error-exitcode 9 "$d" --validate \
+        > "$OUT/san_${tool}_dev_$(basename $d).log" 2>&1; rc=$?
+      echo "$tool dev/$(basename $d): exit $rc; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/san_${tool}_dev_$(basename $d).log" | tr '\n' ' ')"
       [ $rc -ne 0 ] && status=1
     done
   done 2>&1 | tee "$OUT/sanitizer.log"
@@ -74,5 +94,13 @@ fi
 if [ $BENCH -eq 1 ]; then
   echo "== bench"
   $B/gpu/kvlab-gpu bench $BARGS 2>&1 | tee "$OUT/bench.log"
+fi
+if [ $DEVBENCH -eq 1 ]; then
+  echo "== gpu/dev bench"
+  for d in $B/gpu/dev/*; do
+    [ -x "$d" ] && [ -f "$d" ] || continue
+    case $(basename "$d") in kvlab_gpu_dev_*) continue;; esac
+    echo "-- $(basename $d)"; "$d" --bench
+  done 2>&1 | tee "$OUT/dev_bench.log"
 fi
 exit $status

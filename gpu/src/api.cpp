@@ -13,35 +13,62 @@
 
 namespace kvlab::gpu {
 
-Tuning& tuning() {
-  static Tuning t;
-  return t;
+namespace {
+// Former presets whose kernels left production: where they went.
+struct RetiredVariant {
+  const char* name;
+  const char* where;
+};
+constexpr RetiredVariant kRetiredVariants[] = {
+    {"v4-alt", "gpu/dev/token_quant_loads.cu, gpu/dev/dequant_token_lanes.cu, gpu/dev/kitty_code_order.cu"},
+    {"v4-tcl1", "gpu/dev/dequant_token_lanes.cu"},
+};
+}  // namespace
+
+const KernelVariant& find_kernel_variant(const std::string& name) {
+  for (const KernelVariant& v : kKernelVariants)
+    if (name == v.name || name == v.alias) return v;
+  std::string choices;
+  for (const KernelVariant& v : kKernelVariants)
+    choices += (choices.empty() ? "" : ", ") + std::string(v.name) + " (" + v.alias + ")";
+  for (const RetiredVariant& r : kRetiredVariants)
+    if (name == r.name)
+      throw std::invalid_argument(
+          "kvlab-gpu: kernel preset '" + name + "' left production; its kernels are in " + r.where +
+          " (build target per file, run with --validate / --bench); choose one of: " + choices);
+  throw std::invalid_argument("kvlab-gpu: unknown kernel preset '" + name + "'; choose one of: " + choices);
 }
 
-std::vector<std::string> kernel_presets() { return {"v4", "v4-ieee", "v4-keys", "v4-alt", "v4-tcl1", "v3"}; }
-
-void use_kernel_preset(const std::string& name) {
-  Tuning t;
-  if (name == "v4") {
-  } else if (name == "v4-ieee") {
-    t.fastdiv = 0;
-  } else if (name == "v4-keys") {
-    t.minmax = 0;
-  } else if (name == "v4-alt") {  // runner-up shapes: token quantize 16 per lane with streaming loads,
-                                  // dequantize 4 token lanes per channel chunk, Kitty codes by kind
-    t.tok_v = 16;
-    t.ldg = 0;
-    t.deq_tcl = 4;
-    t.kitty_perm = 1;
-  } else if (name == "v4-tcl1") {  // dequantize: whole token rows per warp store, scattered code loads
-    t.deq_tcl = 1;
-  } else if (name == "v3") {
-    t.v4 = 0;
-  } else {
-    throw std::invalid_argument("kvlab-gpu: unknown kernel preset '" + name +
-                                "' (v4, v4-ieee, v4-keys, v4-alt, v4-tcl1, v3)");
+std::vector<const KernelVariant*> select_kernel_variants(const std::vector<std::string>& names) {
+  std::vector<const KernelVariant*> out;
+  for (const KernelVariant& v : kKernelVariants) {
+    bool wanted = names.empty();
+    for (const std::string& n : names) wanted = wanted || &find_kernel_variant(n) == &v;
+    if (wanted) out.push_back(&v);
   }
-  tuning() = t;
+  for (const std::string& n : names) find_kernel_variant(n);  // unknown names throw even when others match
+  return out;
+}
+
+namespace {
+template <class E>
+std::string bit_names(unsigned bits) {
+  std::string out;
+  for (const auto& n : EnumNames<E>::names)
+    if (bits & n.value) out += (out.empty() ? "" : ", ") + std::string(n.name);
+  return out;
+}
+}  // namespace
+
+std::string direction_names(unsigned directions) { return bit_names<KernelDirection>(directions); }
+std::string layout_names(unsigned layouts) { return bit_names<KernelLayout>(layouts); }
+
+std::string kernel_variant_help() {
+  std::string out;
+  for (const KernelVariant& v : kKernelVariants)
+    out += "  " + std::string(v.name) + " (was " + v.alias + "): " + direction_names(v.directions) + "; " +
+           layout_names(v.layouts) + ". " + v.note + "\n";
+  return out;
 }
 
 void cuda_check(cudaError_t e, const char* what) {
@@ -137,22 +164,26 @@ DeviceBuffer::~DeviceBuffer() {
 DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
   if (this != &o) {
     if (p) cudaFree(p);
-    p = o.p, n = o.n;
-    o.p = nullptr, o.n = 0;
+    p = o.p;
+    n = o.n;
+    o.p = nullptr;
+    o.n = 0;
   }
   return *this;
 }
 
-const char* run_quantize(const DevFormat& f, const void* x, InType in, DevQuant q, cudaStream_t s) {
-  if (f.boost) return quantize_boost(f, x, in, q, s);
-  if (f.channel) return quantize_channel(f, x, in, q, s);
-  return quantize_token(f, x, in, q, s);
+const char* run_quantize(const DevFormat& f, const void* x, InType in, DevQuant q, cudaStream_t s,
+                         const KernelConfig& cfg) {
+  if (f.boost) return quantize_boost(f, x, in, q, s, cfg);
+  if (f.channel) return quantize_channel(f, x, in, q, s, cfg);
+  return quantize_token(f, x, in, q, s, cfg);
 }
 
-const char* run_dequantize(const DevFormat& f, DevQuant q, void* out, OutType o, cudaStream_t s) {
-  if (f.boost) return dequantize_boost(f, q, out, o, s);
-  if (f.channel) return dequantize_channel(f, q, out, o, s);
-  return dequantize_token(f, q, out, o, s);
+const char* run_dequantize(const DevFormat& f, DevQuant q, void* out, OutType o, cudaStream_t s,
+                           const KernelConfig& cfg) {
+  if (f.boost) return dequantize_boost(f, q, out, o, s, cfg);
+  if (f.channel) return dequantize_channel(f, q, out, o, s, cfg);
+  return dequantize_token(f, q, out, o, s, cfg);
 }
 
 namespace {
@@ -185,7 +216,8 @@ void to_host(std::vector<T>& dst, const DeviceBuffer& b, int64_t n) {
   if (n) cuda_check(cudaMemcpy(dst.data(), b.p, n * sizeof(T), cudaMemcpyDeviceToHost), "cudaMemcpy");
 }
 
-// Upload a host QuantizedTensor into device buffers.
+}  // namespace
+
 DeviceQuant upload(const QuantizedTensor& q) {
   const DevFormat f = make_format(q);
   DeviceQuant d(f);
@@ -200,12 +232,14 @@ DeviceQuant upload(const QuantizedTensor& q) {
   return d;
 }
 
+namespace {
+
 template <class T>
-std::vector<T> dequant_as(const QuantizedTensor& q, OutType o) {
+std::vector<T> dequant_as(const QuantizedTensor& q, OutType o, const KernelConfig& cfg) {
   DeviceQuant d = upload(q);
   const int64_t n = numel(q.shape);
   DeviceBuffer out(n * (int64_t)sizeof(T) + 16);
-  run_dequantize(d.f, d.view(), out.p, o, 0);
+  run_dequantize(d.f, d.view(), out.p, o, 0, cfg);
   cuda_check(cudaDeviceSynchronize(), "dequantize");
   std::vector<T> h;
   to_host(h, out, n);
@@ -214,7 +248,10 @@ std::vector<T> dequant_as(const QuantizedTensor& q, OutType o) {
 
 }  // namespace
 
-QuantizedTensor quantize(const TensorView& x, const QuantizerSpec& spec, std::string* variant) {
+namespace {
+
+// The shape checks and geometry of a GPU quantize: everything of the result but its arrays.
+QuantizedTensor quantized_header(const TensorView& x, const QuantizerSpec& spec) {
   QuantizedTensor q;
   q.spec = spec;
   q.shape = x.shape;
@@ -222,20 +259,21 @@ QuantizedTensor quantize(const TensorView& x, const QuantizerSpec& spec, std::st
   if (spec.boosted()) q.boost_k = boost_count((int)q.dims(), spec.boost);
   if (q.boost_k > 254) throw std::invalid_argument("kvlab-gpu: boost of more than 254 channels");
   check_finite(x, "kvlab-gpu quantize: input");
-  const DevFormat f = make_format(q);
-  DeviceQuant d(f);
-  const int64_t n = x.numel(), esize = x.dtype == DType::F16 ? 2 : 4;
-  DeviceBuffer in(n * esize + 16);
-  cuda_check(cudaMemcpy(in.p, x.data, n * esize, cudaMemcpyHostToDevice), "cudaMemcpy");
-  const char* v = run_quantize(f, in.p, x.dtype == DType::F16 ? InType::F16 : InType::F32, d.view(), 0);
-  cuda_check(cudaDeviceSynchronize(), "quantize");
-  if (variant) *variant = v;
+  return q;
+}
+
+// A group whose scale or zero does not fit its storage fails the call, as on the CPU.
+void throw_on_overflow(const DeviceQuant& d, const QuantizerSpec& spec) {
   int overflow = 0;
   cuda_check(cudaMemcpy(&overflow, d.overflow.p, sizeof(int), cudaMemcpyDeviceToHost), "cudaMemcpy");
   if (overflow)
     throw std::invalid_argument(std::string("kvlab-gpu quantize: a group's scale or zero overflows ") +
-                                (f.half_params ? "fp16" : "fp32") + " (spec " + to_string(spec) +
+                                (d.f.half_params ? "fp16" : "fp32") + " (spec " + to_string(spec) +
                                 "); use params=fp32 or more bits");
+}
+
+void download(const DeviceQuant& d, QuantizedTensor& q) {
+  const DevFormat& f = d.f;
   to_host(q.codes, d.codes, f.codes_bytes());
   q.scale = params_to_host(d.scale, f.n_params(), f.half_params);
   if (f.has_zero()) q.zero = params_to_host(d.zero, f.n_params(), f.half_params);
@@ -243,13 +281,35 @@ QuantizedTensor quantize(const TensorView& x, const QuantizerSpec& spec, std::st
     to_host(q.high, d.high, f.high_bytes());
     to_host(q.boost_index, d.index, f.index_bytes());
   }
+}
+
+}  // namespace
+
+QuantizedTensor quantize(const TensorView& x, const QuantizerSpec& spec, const KernelConfig& cfg,
+                         std::string* variant) {
+  QuantizedTensor q = quantized_header(x, spec);
+  const DevFormat f = make_format(q);
+  DeviceQuant d(f);
+  const int64_t n = x.numel();
+  const int64_t esize = x.dtype == DType::F16 ? 2 : 4;
+  DeviceBuffer in(n * esize + 16);
+  cuda_check(cudaMemcpy(in.p, x.data, n * esize, cudaMemcpyHostToDevice), "cudaMemcpy");
+  const char* v = run_quantize(f, in.p, x.dtype == DType::F16 ? InType::F16 : InType::F32, d.view(), 0, cfg);
+  cuda_check(cudaDeviceSynchronize(), "quantize");
+  if (variant) *variant = v;
+  throw_on_overflow(d, spec);
+  download(d, q);
   return q;
 }
 
-std::vector<float> dequantize(const QuantizedTensor& q) { return dequant_as<float>(q, OutType::F32); }
-std::vector<uint16_t> dequantize_half(const QuantizedTensor& q) {
-  return dequant_as<uint16_t>(q, OutType::F16);
+std::vector<float> dequantize(const QuantizedTensor& q, const KernelConfig& cfg) {
+  return dequant_as<float>(q, OutType::F32, cfg);
 }
-std::vector<uint8_t> unpack_codes(const QuantizedTensor& q) { return dequant_as<uint8_t>(q, OutType::Codes); }
+std::vector<uint16_t> dequantize_half(const QuantizedTensor& q, const KernelConfig& cfg) {
+  return dequant_as<uint16_t>(q, OutType::F16, cfg);
+}
+std::vector<uint8_t> unpack_codes(const QuantizedTensor& q, const KernelConfig& cfg) {
+  return dequant_as<uint8_t>(q, OutType::Codes, cfg);
+}
 
 }  // namespace kvlab::gpu

@@ -17,7 +17,10 @@ struct DeviceBuffer {
   int64_t n = 0;
   DeviceBuffer() = default;
   explicit DeviceBuffer(int64_t bytes);
-  DeviceBuffer(DeviceBuffer&& o) noexcept : p(o.p), n(o.n) { o.p = nullptr, o.n = 0; }
+  DeviceBuffer(DeviceBuffer&& o) noexcept : p(o.p), n(o.n) {
+    o.p = nullptr;
+    o.n = 0;
+  }
   DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
@@ -34,7 +37,11 @@ struct DeviceQuant {
 int resolve_group(const std::vector<int64_t>& shape, const QuantizerSpec& spec);
 DevFormat make_format(const std::vector<int64_t>& shape, const QuantizerSpec& spec, int group, int boost_k);
 DevFormat make_format(const QuantizedTensor& q);
-const char* run_quantize(const DevFormat& f, const void* x, InType in, DevQuant q, cudaStream_t s);
-const char* run_dequantize(const DevFormat& f, DevQuant q, void* out, OutType o, cudaStream_t s);
+const char* run_quantize(const DevFormat& f, const void* x, InType in, DevQuant q, cudaStream_t s,
+                         const KernelConfig& cfg);
+const char* run_dequantize(const DevFormat& f, DevQuant q, void* out, OutType o, cudaStream_t s,
+                           const KernelConfig& cfg);
+// A host QuantizedTensor in device buffers.
+DeviceQuant upload(const QuantizedTensor& q);
 
 }  // namespace kvlab::gpu

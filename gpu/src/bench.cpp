@@ -7,8 +7,23 @@
 #include <string>
 
 #include "api_internal.h"
+#include "kvlab/formats.h"
 #include "kvlab_gpu/gpu.h"
 #include "util.h"
+
+// The dtype column's names of the kernels' input and output types.
+namespace kvlab {
+template <>
+struct EnumNames<gpu::InType> {
+  static constexpr EnumName<gpu::InType> names[] = {{gpu::InType::F16, "f16 in"},
+                                                    {gpu::InType::F32, "f32 in"}};
+};
+template <>
+struct EnumNames<gpu::OutType> {
+  static constexpr EnumName<gpu::OutType> names[] = {
+      {gpu::OutType::F32, "f32 out"}, {gpu::OutType::F16, "f16 out"}, {gpu::OutType::Codes, "codes out"}};
+};
+}  // namespace kvlab
 
 namespace kvlab::gpu {
 namespace {
@@ -34,22 +49,58 @@ double median_ms(int warmup, int reps, F&& f) {
   return ms[reps / 2];
 }
 
-const char* kBenchFormats[] = {
-    "scheme=sym,bits=8,axis=channel,group=all,params=fp32",  // INT8 per-channel
-    "scheme=sym,bits=8,axis=channel,group=128,params=fp32",
-    "scheme=asym,bits=2,axis=channel,group=128,params=fp16",  // KIVI-style keys
-    "scheme=asym,bits=4,axis=channel,group=128,params=fp16",
-    "scheme=asym,bits=8,axis=channel,group=128,params=fp32",
-    "scheme=asym,bits=2,axis=token,group=128,params=fp16",  // KIVI-style values
-    "scheme=asym,bits=4,axis=token,group=32,params=fp16",
-    "scheme=asym,bits=8,axis=token,group=128,params=fp32",
-    "scheme=asym,bits=2,axis=channel,group=128,params=fp16,profile=kvlab,boost=0.125",  // Kitty keys
-    "scheme=asym,bits=4,axis=channel,group=128,params=fp16,profile=kvlab,boost=0.125",
-};
-
 int64_t packed_total(const DevFormat& f) {
   return f.codes_bytes() + f.high_bytes() + f.index_bytes() +
          f.n_params() * f.param_size() * (f.has_zero() ? 2 : 1);
+}
+
+// The benchmark's device tensors: fp16 and fp32 inputs, an output of n fp32 values.
+struct BenchInputs {
+  const void* x16;
+  const void* x32;
+  void* out;
+  int64_t n;
+};
+
+// Times quantize+pack (f16 and f32 in) and unpack+dequantize (f32 and f16 out) of one format
+// with one kernel variant; directions and layouts the variant does not change
+// (kKernelVariants) are left to the default's rows.
+void bench_variant(const BenchOptions& opt, const std::string& format, const DevFormat& f, DeviceQuant& q,
+                   const KernelVariant& v, const BenchInputs& in, BenchResult& r) {
+  const KernelConfig& cfg = v.config;
+  const double packed = (double)packed_total(f);
+  const unsigned layout = f.boost ? kBoost : f.channel ? kChannel : kToken;
+  if (!(v.layouts & layout)) return;
+  for (const InType it : {InType::F16, InType::F32}) {
+    if (!(v.directions & kQuantize)) break;
+    const void* x = it == InType::F16 ? in.x16 : in.x32;
+    const char* label = "";
+    const double ms =
+        median_ms(opt.warmup, opt.reps, [&] { label = run_quantize(f, x, it, q.view(), 0, cfg); });
+    const double bytes = (double)in.n * (it == InType::F16 ? 2 : 4) + packed;
+    r.rows.push_back({format, "quantize+pack", enum_name(it), v.name, label, bytes, ms, bytes / (ms * 1e6),
+                      bytes / (ms * 1e6) / r.copy_gbps});
+  }
+  for (const OutType ot : {OutType::F32, OutType::F16}) {
+    if (!(v.directions & kDequantize)) break;
+    const char* label = "";
+    const double ms =
+        median_ms(opt.warmup, opt.reps, [&] { label = run_dequantize(f, q.view(), in.out, ot, 0, cfg); });
+    const double bytes = (double)in.n * (ot == OutType::F32 ? 4 : 2) + packed;
+    r.rows.push_back({format, "unpack+dequant", enum_name(ot), v.name, label, bytes, ms, bytes / (ms * 1e6),
+                      bytes / (ms * 1e6) / r.copy_gbps});
+  }
+  cuda_check(cudaDeviceSynchronize(), "bench");
+}
+
+double copy_bandwidth(const BenchOptions& opt, int64_t D) {  // device-to-device copy of 1 GiB
+  const int64_t bytes = int64_t(1) << 30;
+  DeviceBuffer a(bytes), b(bytes);
+  fill_random(a.p, bytes / 4, D, false, 9, 0);
+  const double ms = median_ms(opt.warmup, opt.reps, [&] {
+    cuda_check(cudaMemcpyAsync(b.p, a.p, bytes, cudaMemcpyDeviceToDevice), "cudaMemcpyAsync");
+  });
+  return 2.0 * bytes / (ms * 1e6);
 }
 
 }  // namespace
@@ -57,55 +108,26 @@ int64_t packed_total(const DevFormat& f) {
 BenchResult bench(const BenchOptions& opt) {
   BenchResult r;
   r.device = device_name();
+  const std::vector<const KernelVariant*> variants = select_kernel_variants(opt.presets);
   const int64_t D = 128, T = 4096, N = std::max<int64_t>(1, opt.elements / (T * D));
   const int64_t n = N * T * D;
   const std::vector<int64_t> shape{N / 8 > 0 ? 8 : 1, N / 8 > 0 ? N / 8 : N, T, D};
-  {  // device-to-device copy of 1 GiB
-    const int64_t bytes = int64_t(1) << 30;
-    DeviceBuffer a(bytes), b(bytes);
-    fill_random(a.p, bytes / 4, D, false, 9, 0);
-    const double ms = median_ms(opt.warmup, opt.reps, [&] {
-      cuda_check(cudaMemcpyAsync(b.p, a.p, bytes, cudaMemcpyDeviceToDevice), "cudaMemcpyAsync");
-    });
-    r.copy_gbps = 2.0 * bytes / (ms * 1e6);
-  }
+  r.copy_gbps = copy_bandwidth(opt, D);
   DeviceBuffer x16(n * 2), x32(n * 4), out(n * 4);
   fill_random(x16.p, n, D, true, 1, 0);
   fill_random(x32.p, n, D, false, 1, 0);
   cuda_check(cudaDeviceSynchronize(), "fill");
-  const std::vector<std::string> presets = opt.presets.empty() ? kernel_presets() : opt.presets;
-  for (const char* s : kBenchFormats) {
-    if (!opt.only.empty() && std::string(s).find(opt.only) == std::string::npos) continue;
-    const QuantizerSpec spec = parse_quantizer(s);
+  const BenchInputs in{x16.p, x32.p, out.p, n};
+  for (const FormatEntry& e : kFormats) {
+    if (!e.bench || !e.gpu) continue;
+    if (!opt.only.empty() && std::string(e.name).find(opt.only) == std::string::npos &&
+        std::string(e.spec).find(opt.only) == std::string::npos)
+      continue;
+    const QuantizerSpec spec = parse_quantizer(e.spec);
     const int group = resolve_group(shape, spec);
     const DevFormat f = make_format(shape, spec, group, spec.boosted() ? boost_count((int)D, spec.boost) : 0);
     DeviceQuant q(f);
-    const int64_t packed = packed_total(f);
-    for (const std::string& preset : presets) {
-      use_kernel_preset(preset);
-      // v4-ieee / v4-keys change quantize arithmetic only, v4-tcl1 the dequantize shape only.
-      for (int in = 0; in < 2 && preset != "v4-tcl1"; ++in) {
-        const void* x = in == 0 ? x16.p : x32.p;
-        const InType it = in == 0 ? InType::F16 : InType::F32;
-        const char* v = "";
-        const double ms = median_ms(opt.warmup, opt.reps, [&] { v = run_quantize(f, x, it, q.view(), 0); });
-        const double bytes = (double)n * (in == 0 ? 2 : 4) + (double)packed;
-        r.rows.push_back({s, "quantize+pack", in == 0 ? "f16 in" : "f32 in", preset, v, bytes, ms,
-                          bytes / (ms * 1e6), bytes / (ms * 1e6) / r.copy_gbps});
-      }
-      if (preset == "v4-ieee" || preset == "v4-keys") continue;
-      for (int o = 0; o < 2; ++o) {
-        const OutType ot = o == 0 ? OutType::F32 : OutType::F16;
-        const char* v = "";
-        const double ms =
-            median_ms(opt.warmup, opt.reps, [&] { v = run_dequantize(f, q.view(), out.p, ot, 0); });
-        const double bytes = (double)n * (o == 0 ? 4 : 2) + (double)packed;
-        r.rows.push_back({s, "unpack+dequant", o == 0 ? "f32 out" : "f16 out", preset, v, bytes, ms,
-                          bytes / (ms * 1e6), bytes / (ms * 1e6) / r.copy_gbps});
-      }
-      cuda_check(cudaDeviceSynchronize(), "bench");
-    }
-    use_kernel_preset("v4");
+    for (const KernelVariant* v : variants) bench_variant(opt, to_string(spec), f, q, *v, in, r);
   }
   return r;
 }
@@ -113,10 +135,10 @@ BenchResult bench(const BenchOptions& opt) {
 void print_bench(const BenchResult& r, std::FILE* out) {
   std::fprintf(out, "device: %s\ncudaMemcpy D2D (1 GiB, read+write): %.0f GB/s\n", r.device.c_str(),
                r.copy_gbps);
-  std::fprintf(out, "%-72s %-15s %-8s %-8s %-11s %9s %9s %8s %7s\n", "format", "direction", "dtype", "preset",
-               "kernel", "GB moved", "ms", "GB/s", "of copy");
+  std::fprintf(out, "%-72s %-15s %-8s %-16s %-11s %9s %9s %8s %7s\n", "format", "direction", "dtype",
+               "preset", "kernel", "GB moved", "ms", "GB/s", "of copy");
   for (const auto& b : r.rows)
-    std::fprintf(out, "%-72s %-15s %-8s %-8s %-11s %9.3f %9.4f %8.0f %6.1f%%\n", b.format.c_str(),
+    std::fprintf(out, "%-72s %-15s %-8s %-16s %-11s %9.3f %9.4f %8.0f %6.1f%%\n", b.format.c_str(),
                  b.direction.c_str(), b.dtype.c_str(), b.preset.c_str(), b.variant.c_str(), b.bytes / 1e9,
                  b.ms, b.gbps, 100.0 * b.of_copy);
 }

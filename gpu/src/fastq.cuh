@@ -1,5 +1,5 @@
-// Device-only arithmetic of the v4 kernels: the same bytes as recipe.h's KvlabRecipe, with
-// fewer and cheaper instructions. Every shortcut here is proven equal to the recipe on the
+// Device-only arithmetic of the register-tile and radix-page kernels: the same bytes as recipe.h's
+// KvlabRecipe, with fewer and cheaper instructions. Every shortcut here is proven equal to the recipe on the
 // device by `kvlab-gpu validate` (rows `fastdiv`, `minmax`, `fp16-cvt`) and argued below.
 //
 // 1. Quotient. The recipe's code is rint(a / s) (a = x - zero, or x for sym) with an IEEE

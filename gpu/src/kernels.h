@@ -5,6 +5,8 @@
 
 #include <cuda_runtime.h>
 
+#include "kvlab_gpu/kernel_config.h"
+
 #if defined(__CUDACC__)
 #define KVG_HD __host__ __device__
 #else
@@ -52,28 +54,23 @@ struct DevQuant {
 enum class InType { F16, F32 };
 enum class OutType { F32, F16, Codes };
 
-// Each returns the kernel variant that ran ("tile", "two-pass", ...) for the tables.
-const char* quantize_channel(const DevFormat& f, const void* x, InType in, DevQuant q, cudaStream_t s);
-const char* quantize_token(const DevFormat& f, const void* x, InType in, DevQuant q, cudaStream_t s);
-const char* quantize_boost(const DevFormat& f, const void* x, InType in, DevQuant q, cudaStream_t s);
-const char* dequantize_channel(const DevFormat& f, DevQuant q, void* out, OutType o, cudaStream_t s);
-const char* dequantize_token(const DevFormat& f, DevQuant q, void* out, OutType o, cudaStream_t s);
-const char* dequantize_boost(const DevFormat& f, DevQuant q, void* out, OutType o, cudaStream_t s);
+// Each returns the kernel path that ran ("regs", "tile", "two-pass", ...) for the tables.
+const char* quantize_channel(const DevFormat& f, const void* x, InType in, DevQuant q, cudaStream_t s,
+                             const KernelConfig& cfg);
+const char* quantize_token(const DevFormat& f, const void* x, InType in, DevQuant q, cudaStream_t s,
+                           const KernelConfig& cfg);
+const char* quantize_boost(const DevFormat& f, const void* x, InType in, DevQuant q, cudaStream_t s,
+                           const KernelConfig& cfg);
+const char* dequantize_channel(const DevFormat& f, DevQuant q, void* out, OutType o, cudaStream_t s,
+                               const KernelConfig& cfg);
+const char* dequantize_token(const DevFormat& f, DevQuant q, void* out, OutType o, cudaStream_t s,
+                             const KernelConfig& cfg);
+const char* dequantize_boost(const DevFormat& f, DevQuant q, void* out, OutType o, cudaStream_t s,
+                             const KernelConfig& cfg);
 
-// Kernel choices, process-wide (bench runs variants side by side; validate checks each).
-// Defaults are the fastest validated kernels.
-struct Tuning {
-  int v4 =
-      1;  // 1: v4 kernels (token 16/lane, channel register tiles, Kitty v3, vector dequant); 0: v3 kernels
-  int fastdiv = 1;  // v4 kernels: reciprocal + Markstein quotient (fastq.cuh); 0: the recipe's IEEE division
-  int minmax = 1;   // v4 kernels: hardware min/max (FMNMX, HMNMX2); 0: order keys
-  int tok_v = 0;    // v4 per-token quantize: elements per lane (0: 32 where the groups allow, else 16)
-  int deq_tcl = 2;  // v4 per-channel / Kitty dequantize: token-chunk lanes per channel chunk (1, 2, 4, 8)
-  int ldg = 1;      // v4 per-token quantize: L1-allocating loads (__ldg); 0: streaming (__ldcs)
-  int kitty_perm =
-      0;  // Kitty v3 quantize: codes in non-boosted-then-boosted channel order (1) or channel order (0)
-};
-Tuning& tuning();
+// Token lanes per channel chunk of the register-tile dequantize kernels (channel, Kitty), as
+// log2: 2 lanes. 1 and 4 lanes are the runner-ups of gpu/dev/dequant_token_lanes.cu.
+constexpr int kDequantTokenLanesLog2 = 1;
 
 // Largest dynamic shared memory a tile kernel asks for.
 constexpr int kMaxTileSmem = 160 * 1024;

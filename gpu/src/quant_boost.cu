@@ -1,6 +1,10 @@
 // Kitty key pages (axis=channel, boost): pages of G tokens, page-major.
 //   low plane (N, P, D, packed_bytes(Gp, bits)), high plane (N, P, k, packed_bytes(Gp, 2)),
 //   boost_index (N, P, D) uint8 (0xFF = not boosted), scale/zero (N, P, D)
+// Kernel paths, first that fits (the label each returns in brackets):
+//   quantize:   boost_quant_radix [radix] (2/4 bits, T and G multiples of 16, even D <= 256);
+//               boost_quant_page [page]
+//   dequantize: boost_dequant_regs [regs]; boost_dequant_page [page]
 // One block per page: the G x D tile is read once into shared memory; per channel, in token
 // order, min, max and the fp32 sum of |x|; the top k channels by that sum (ties to the lower
 // channel) get bits + 2 with slots in channel order; low and high codes are staged and written.
@@ -46,7 +50,8 @@ __global__ void __launch_bounds__(256)
     for (int t = 0; t < len; ++t) {  // token order: fp32 sum as the CPU reference
       const float v = tile[t * D + c];
       const int32_t k = ord_key(v);  // min/max by order keys (tile.cuh): same element as f_min/f_max
-      kmn = min(kmn, k), kmx = max(kmx, k);
+      kmn = min(kmn, k);
+      kmx = max(kmx, k);
       sum = f_add(sum, f_abs(v));
     }
     const float mn = key_float(kmn), mx = key_float(kmx);
@@ -115,7 +120,7 @@ __global__ void __launch_bounds__(256)
   copy_rows(low, bs.spl, q.codes + n * f.slice_low() + pg * D * packed_bytes(G, bits), nbl, D, nbl);
   if (k > 0) copy_rows(high, bs.sph, q.high + n * f.slice_high() + pg * k * packed_bytes(G, 2), nbh, k, nbh);
   __syncthreads();
-  if (blockDim.x % D == 0) {  // v2: fixed channel per thread, params and slot loaded once
+  if (blockDim.x % D == 0) {  // fixed channel per thread, params and slot loaded once
     const int c = threadIdx.x % D, step = blockDim.x / D, sl = index[c];
     const uint8_t* lrow = low + c * bs.spl;
     const uint8_t* hrow = high + (sl == 0xFF ? 0 : sl) * bs.sph;
@@ -140,7 +145,7 @@ __global__ void __launch_bounds__(256)
   }
 }
 
-// ---- v3 pages (BITS in {2, 4}, T % 16 == 0, G % 16 == 0, even D <= 256). One block of 256
+// ---- Radix pages (BITS in {2, 4}, T % 16 == 0, G % 16 == 0, even D <= 256). One block of 256
 // threads per page:
 //  1. the raw page (fp16 stays 2 bytes) into shared memory, 16-byte loads, 8 in flight;
 //  2. statistics: one thread per channel, min/max (hardware or order keys) and the fp32 sum of
@@ -153,22 +158,22 @@ __global__ void __launch_bounds__(256)
 //  4. params and RN(1/s) per channel (levels 2^bits - 1 or 2^(bits+2) - 1);
 //  5. codes (see there): low plane BITS/2 words and, for boosted channels, one high-plane word
 //     (code >> bits) per 16 tokens, staged, then copied out row by row.
-struct BoostV3Smem {
+struct BoostRadixSmem {
   int64_t tile, bytes;
 };
 template <class In>
-BoostV3Smem boost_v3_smem(const DevFormat& f) {
-  BoostV3Smem b{};
+BoostRadixSmem boost_radix_smem(const DevFormat& f) {
+  BoostRadixSmem b{};
   b.tile = (((int64_t)f.G * f.D * (int64_t)sizeof(In)) + 15) / 16 * 16;
-  b.bytes = b.tile + f.D * (int64_t)(sizeof(float4) + sizeof(float) + 2 * sizeof(int)) +
+  b.bytes = b.tile + f.D * (int64_t)(sizeof(float4) + sizeof(float) + sizeof(int)) +
             f.D * (int64_t)stage_pitch(packed_bytes(f.G, f.bits)) +
             std::max(f.k, 1) * (int64_t)stage_pitch(packed_bytes(f.G, 2));
   return b;
 }
 
 template <class In, int BITS>
-__global__ void __launch_bounds__(256) boost_quant_v3(const In* __restrict__ x, DevFormat f, DevQuant q,
-                                                      int64_t tile_bytes, int mm, int allow_fast, int kperm) {
+__global__ void __launch_bounds__(256) boost_quant_radix(const In* __restrict__ x, DevFormat f, DevQuant q,
+                                                         int64_t tile_bytes, int mm, int allow_fast) {
   extern __shared__ __align__(16) uint8_t smem[];
   const int D = (int)f.D, G = f.G, k = f.k;
   const int64_t n = blockIdx.x / f.groups, pg = blockIdx.x % f.groups, t0 = pg * G, w = blockIdx.x;
@@ -177,7 +182,6 @@ __global__ void __launch_bounds__(256) boost_quant_v3(const In* __restrict__ x, 
   float4* sqp = reinterpret_cast<float4*>(smem + tile_bytes);  // D: zero, scale, rcp, fast
   float* score = reinterpret_cast<float*>(sqp + D);            // D: score, then levels
   int* slot = reinterpret_cast<int*>(score + D);               // D: slot or -1
-  int* perm = slot + D;                                        // D: non-boosted channels, then boosted
   load_raw<In, 8>(tile, x + (n * f.T + t0) * D, len * D);
   __syncthreads();
   // 2. statistics, thread = channel (token-order fp32 sum: one dependent chain per channel)
@@ -189,13 +193,18 @@ __global__ void __launch_bounds__(256) boost_quant_v3(const In* __restrict__ x, 
       const float v = to_f(tile[t * D + c]);
       sum = __fadd_rn(sum, fabsf(v));
       if (mm) {
-        mn = fminf(mn, v), mx = fmaxf(mx, v);
+        mn = fminf(mn, v);
+        mx = fmaxf(mx, v);
       } else {
         const int32_t kv = ord_key(v);
-        kmn = min(kmn, kv), kmx = max(kmx, kv);
+        kmn = min(kmn, kv);
+        kmx = max(kmx, kv);
       }
     }
-    if (!mm) mn = key_float(kmn), mx = key_float(kmx);
+    if (!mm) {
+      mn = key_float(kmn);
+      mx = key_float(kmx);
+    }
     score[c] = sum;
     sqp[c] = make_float4(mn, mx, 0.0f, 0.0f);
   }
@@ -236,11 +245,9 @@ __global__ void __launch_bounds__(256) boost_quant_v3(const In* __restrict__ x, 
       const bool bst = k > 0 && has[m] && (key[m] > thr || (eq && eq_before + __popc(eqb & lt) < need));
       const unsigned bb = __ballot_sync(0xffffffffu, bst);
       const int c = m * 32 + lane, before = boosted_before + __popc(bb & lt);  // boosted channels below c
-      if (has[m]) {
-        slot[c] = bst ? before : -1;
-        perm[bst ? D - k + before : c - before] = c;
-      }
-      eq_before += __popc(eqb), boosted_before += __popc(bb);
+      if (has[m]) slot[c] = bst ? before : -1;
+      eq_before += __popc(eqb);
+      boosted_before += __popc(bb);
     }
   }
   __syncthreads();
@@ -258,34 +265,25 @@ __global__ void __launch_bounds__(256) boost_quant_v3(const In* __restrict__ x, 
   }
   __syncthreads();
   // 5. codes: unit = one channel x 16 tokens, channels fastest across lanes; words staged per
-  // row, then rows copied out coalesced. kperm: channels in the order perm (non-boosted
-  // ascending, then boosted) so a warp's lanes take the same branch, non-boosted channels
-  // (codes < 2^bits) packed by adding biased codes (fastq.cuh); otherwise every channel splits
-  // low and high bits (one branch for all). docs/PERFORMANCE.md has both timings.
-  // (Adjacent channel pairs per thread measured slower: 64 registers, fewer warps.)
+  // row, then rows copied out coalesced. Every channel splits low and high bits (one branch for
+  // all); the grouped order (non-boosted channels first, packed by adding biased codes) measured
+  // slower and lives in gpu/dev/kitty_code_order.cu. (Adjacent channel pairs per thread
+  // measured slower too: 64 registers, fewer warps.)
   const int chunks = len / 16, units = chunks * D;
   const int nbl = len * BITS / 8, nbh = len / 4;
   const int spl = stage_pitch(packed_bytes(G, BITS)), sph = stage_pitch(packed_bytes(G, 2));
-  uint8_t* lst = reinterpret_cast<uint8_t*>(perm + D);  // D rows of spl bytes
+  uint8_t* lst = reinterpret_cast<uint8_t*>(slot + D);  // D rows of spl bytes
   uint8_t* hst = lst + (int64_t)D * spl;                // k rows of sph bytes
   for (int i = threadIdx.x; i < units; i += blockDim.x) {
-    const int c = kperm ? perm[i % D] : i % D, tc = i / D;
+    const int c = i % D;
+    const int tc = i / D;
     const float4 pv = sqp[c];
     const QP qp{pv.x, pv.y, pv.z, pv.w};
     const float levels = score[c];
     const int sl = slot[c];
     const In* col = tile + tc * 16 * D + c;
     uint32_t lw[BITS / 2] = {}, hw = 0;
-    if (kperm && qp.fast != 0.0f && sl < 0) {
-#pragma unroll
-      for (int m = 0; m < BITS / 2; ++m) {
-        uint32_t acc = 0;
-#pragma unroll
-        for (int j = 0; j < 32 / BITS; ++j)
-          acc += biased_code_levels(to_f(col[(m * (32 / BITS) + j) * D]), qp, levels) << (j * BITS);
-        lw[m] = acc - magic_pack_bias<BITS>();
-      }
-    } else if (qp.fast != 0.0f) {
+    if (qp.fast != 0.0f) {
 #pragma unroll
       for (int j = 0; j < 16; ++j) {
         const uint32_t t = biased_code_levels(to_f(col[j * D]), qp, levels);
@@ -311,11 +309,11 @@ __global__ void __launch_bounds__(256) boost_quant_v3(const In* __restrict__ x, 
   if (k > 0) copy_rows(q.high + n * f.slice_high() + pg * k * packed_bytes(G, 2), nbh, hst, sph, k, nbh);
 }
 
-// v3 page dequantize: unit = V channels x 16 tokens of one page (lanes: 8 token chunks
+// Register page dequantize: unit = V channels x 16 tokens of one page (lanes: 8 token chunks
 // fastest, then channel chunks), low and high words read straight from the planes.
 template <int V, int BITS, bool F16OUT>
 __global__ void __launch_bounds__(256)
-    boost_dequant_v3(DevFormat f, DevQuant q, void* __restrict__ out, int tcl_log2) {
+    boost_dequant_regs(DevFormat f, DevQuant q, void* __restrict__ out, int tcl_log2) {
   const int D = (int)f.D, G = f.G, k = f.k, CC = D / V;
   const int tiles = (G / 16 + (1 << tcl_log2) - 1) >> tcl_log2;  // per page
   const uint32_t u = blockIdx.x * blockDim.x + threadIdx.x;
@@ -342,7 +340,8 @@ __global__ void __launch_bounds__(256)
       lw[j][0] = __ldg(reinterpret_cast<const uint32_t*>(src));
     } else {
       const uint2 t = __ldg(reinterpret_cast<const uint2*>(src));
-      lw[j][0] = t.x, lw[j][BITS / 2 - 1] = t.y;
+      lw[j][0] = t.x;
+      lw[j][BITS / 2 - 1] = t.y;
     }
     const int sl = __ldg(q.index + w * D + c);
     hw[j] = sl != 0xFF ? __ldg(reinterpret_cast<const uint32_t*>(high + (int64_t)sl * nbh + chunk * 4)) : 0u;
@@ -368,30 +367,33 @@ __global__ void __launch_bounds__(256)
   }
 }
 
-bool boost_v3_ok(const DevFormat& f, int V, const void* x) {
-  if (!tuning().v4) return false;
+// Eligibility of boost_quant_radix (V = 2) and boost_dequant_regs (V = 4 or 8).
+bool boost_fast_ok(const DevFormat& f, int V, const void* x, const KernelConfig& cfg) {
+  if (!cfg.fast_kernels) return false;
   if (f.bits != 2 && f.bits != 4) return false;
   if (f.G % 16 != 0 || f.T % 16 != 0 || f.D % V != 0 || f.D % 2 != 0 || f.D > 256) return false;
-  if (f.N * f.T * f.D >= (int64_t(1) << 35)) return false;  // 32-bit thread indices in boost_dequant_v3
+  if (f.N * f.T * f.D >= (int64_t(1) << 35)) return false;  // 32-bit thread indices in boost_dequant_regs
   return x == nullptr || (reinterpret_cast<uintptr_t>(x) % 16) == 0;
 }
 
 template <class In>
-const char* quantize_boost_t(const DevFormat& f, const In* x, DevQuant q, cudaStream_t s) {
-  if (boost_v3_ok(f, 2, x)) {
-    const BoostV3Smem b = boost_v3_smem<In>(f);
+const char* quantize_boost_t(const DevFormat& f, const In* x, DevQuant q, cudaStream_t s,
+                             const KernelConfig& cfg) {
+  if (boost_fast_ok(f, 2, x, cfg)) {
+    const BoostRadixSmem b = boost_radix_smem<In>(f);
     if (b.bytes <= kMaxTileSmem) {
+      const int mm = cfg.hw_minmax ? 1 : 0;
+      const int fd = cfg.fast_div ? 1 : 0;
       auto go = [&](auto kern) {
         cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)b.bytes);
-        kern<<<(unsigned)(f.N * f.groups), 256, b.bytes, s>>>(x, f, q, b.tile, tuning().minmax,
-                                                              tuning().fastdiv, tuning().kitty_perm);
+        kern<<<(unsigned)(f.N * f.groups), 256, b.bytes, s>>>(x, f, q, b.tile, mm, fd);
       };
       if (f.bits == 2)
-        go(boost_quant_v3<In, 2>);
+        go(boost_quant_radix<In, 2>);
       else
-        go(boost_quant_v3<In, 4>);
-      check_launch("boost_quant_v3");
-      return "v3";
+        go(boost_quant_radix<In, 4>);
+      check_launch("boost_quant_radix");
+      return "radix";
     }
   }
   const BoostSmem bs = boost_smem(f);
@@ -406,32 +408,34 @@ const char* quantize_boost_t(const DevFormat& f, const In* x, DevQuant q, cudaSt
 
 }  // namespace
 
-const char* quantize_boost(const DevFormat& f, const void* x, InType in, DevQuant q, cudaStream_t s) {
-  if (in == InType::F16) return quantize_boost_t(f, static_cast<const uint16_t*>(x), q, s);
-  return quantize_boost_t(f, static_cast<const float*>(x), q, s);
+const char* quantize_boost(const DevFormat& f, const void* x, InType in, DevQuant q, cudaStream_t s,
+                           const KernelConfig& cfg) {
+  if (in == InType::F16) return quantize_boost_t(f, static_cast<const uint16_t*>(x), q, s, cfg);
+  return quantize_boost_t(f, static_cast<const float*>(x), q, s, cfg);
 }
 
-const char* dequantize_boost(const DevFormat& f, DevQuant q, void* out, OutType o, cudaStream_t s) {
-  if ((o == OutType::F32 && boost_v3_ok(f, 4, nullptr)) ||
-      (o == OutType::F16 && boost_v3_ok(f, 8, nullptr))) {
+const char* dequantize_boost(const DevFormat& f, DevQuant q, void* out, OutType o, cudaStream_t s,
+                             const KernelConfig& cfg) {
+  if ((o == OutType::F32 && boost_fast_ok(f, 4, nullptr, cfg)) ||
+      (o == OutType::F16 && boost_fast_ok(f, 8, nullptr, cfg))) {
     const int V = o == OutType::F32 ? 4 : 8;
-    const int tl = ilog2(tuning().deq_tcl);
+    const int tl = kDequantTokenLanesLog2;
     const int64_t tcl = int64_t(1) << tl;
     const int64_t threads = f.N * f.groups * ((f.G / 16 + tcl - 1) / tcl) * tcl * (f.D / V);
     const unsigned grid = (unsigned)cdiv(threads, 256);
     if (o == OutType::F32) {
       if (f.bits == 2)
-        boost_dequant_v3<4, 2, false><<<grid, 256, 0, s>>>(f, q, out, tl);
+        boost_dequant_regs<4, 2, false><<<grid, 256, 0, s>>>(f, q, out, tl);
       else
-        boost_dequant_v3<4, 4, false><<<grid, 256, 0, s>>>(f, q, out, tl);
+        boost_dequant_regs<4, 4, false><<<grid, 256, 0, s>>>(f, q, out, tl);
     } else {
       if (f.bits == 2)
-        boost_dequant_v3<8, 2, true><<<grid, 256, 0, s>>>(f, q, out, tl);
+        boost_dequant_regs<8, 2, true><<<grid, 256, 0, s>>>(f, q, out, tl);
       else
-        boost_dequant_v3<8, 4, true><<<grid, 256, 0, s>>>(f, q, out, tl);
+        boost_dequant_regs<8, 4, true><<<grid, 256, 0, s>>>(f, q, out, tl);
     }
-    check_launch("boost_dequant_v3");
-    return "v3";
+    check_launch("boost_dequant_regs");
+    return "regs";
   }
   const BoostSmem bs = boost_smem(f);
   const int smem = (int)(((f.D + 15) / 16) * 16 + f.D * bs.spl + std::max(f.k, 1) * bs.sph);

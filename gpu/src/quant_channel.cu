@@ -1,17 +1,20 @@
 // Plain per-channel format (axis=channel): a group is G tokens of one channel.
 //   codes (N, D, packed_bytes(T, bits)), scale/zero (N, D, ceil(T / G))
-// Quantize: one block per (slice, group) tile of G x D elements, read once into shared memory,
-// min/max per channel in token order, codes packed with put_code into a staged row chunk, then
-// written out coalesced. Groups that end mid-byte or tiles too large for shared memory take the
-// two-pass path (statistics, then codes with one thread per output byte run).
+// Kernel paths, first that fits (the label each returns in brackets):
+//   quantize:   channel_quant_regs [regs]; channel_stats_regs + channel_quant_regs [regs-2pass]
+//               (G / 16 not a power of two up to 32, e.g. whole-axis groups); channel_quant_tile [tile];
+//               channel_stats + channel_quant_tile [tile-2pass]; channel_stats + channel_codes [two-pass]
+//   dequantize: channel_dequant_regs [regs]; channel_dequant_vec [vec]; channel_dequant [tile]
+// The register-tile kernels need 2/4/8 bits, T and G multiples of 16 and aligned input;
+// KernelConfig::fast_kernels = false skips them, so the others run (and validate) on every shape.
 #include "fastq.cuh"
 
 namespace kvlab::gpu {
 namespace {
 
-// v3 tile kernel. The tile (TL tokens x D channels) is copied raw (fp16 stays 2 bytes) into
-// shared memory with 16-byte loads and converted when read (hardware cvt). Statistics as v2
-// (two token halves, merged earlier-first); PRE: params come from channel_stats (two-pass,
+// Tile kernel. The tile (TL tokens x D channels) is copied raw (fp16 stays 2 bytes) into
+// shared memory with 16-byte loads and converted when read (hardware cvt). Statistics in two
+// token halves, merged earlier-first; PRE: params come from channel_stats (two-pass,
 // whole-axis or large groups, tiles of 128 tokens inside one group). Codes: BITS in {1,2,4,8}
 // packs 32/BITS codes of one channel into a register word, stored as a whole word in the
 // stage (no read-modify-write); BITS == 0 keeps the put_code path for other widths.
@@ -50,18 +53,23 @@ __global__ void __launch_bounds__(256)
 #pragma unroll 8
       for (int t = h * hl; t < te; ++t) {
         const int32_t k = ord_key(to_f(tile[t * D + c]));
-        kmn = min(kmn, k), kmx = max(kmx, k);
+        kmn = min(kmn, k);
+        kmx = max(kmx, k);
       }
       const float mn = key_float(kmn), mx = key_float(kmx);
-      if (h == 1)
-        part[c] = mn, part[D + c] = mx;
-      else
+      if (h == 1) {
+        part[c] = mn;
+        part[D + c] = mx;
+      } else
         par[c] = GroupParams{mn, mx};
     }
     __syncthreads();
     for (int c = threadIdx.x; c < D; c += blockDim.x) {
       float mn = par[c].scale, mx = par[c].zero;
-      if (halves == 2) mn = f_min(mn, part[c]), mx = f_max(mx, part[D + c]);
+      if (halves == 2) {
+        mn = f_min(mn, part[c]);
+        mx = f_max(mx, part[D + c]);
+      }
       const GroupParams p = params_of(mn, mx, bits, f.sym, f.half_params);
       par[c] = p;
       write_params(q, (n * D + c) * f.groups + g, p, f.sym, f.half_params);
@@ -121,9 +129,11 @@ __global__ void __launch_bounds__(256) channel_stats(const In* __restrict__ x, D
 #pragma unroll 8
     for (int t = a; t < b; ++t) {
       const int32_t k = ord_key(load_in(col, (int64_t)t * f.D));
-      kmn = min(kmn, k), kmx = max(kmx, k);
+      kmn = min(kmn, k);
+      kmx = max(kmx, k);
     }
-    mn = key_float(kmn), mx = key_float(kmx);
+    mn = key_float(kmn);
+    mx = key_float(kmx);
   }
   pmn[seg][lane] = mn;
   pmx[seg][lane] = mx;
@@ -173,7 +183,7 @@ __global__ void __launch_bounds__(256)
   __syncthreads();
   if (blockDim.x % D == 0) {
     // Fixed channel per thread: params reloaded only when the token crosses a group boundary,
-    // no per-element division (v2; v1 divided i / D and (t0 + t) / G per element).
+    // no per-element division.
     const int c = threadIdx.x % D, step = blockDim.x / D;
     const uint8_t* crow = smem + c * sp;
     const int64_t pbase = (n * D + c) * f.groups, obase = (n * f.T + t0) * D + c;
@@ -202,8 +212,8 @@ __global__ void __launch_bounds__(256)
   }
 }
 
-// v3 dequantize (BITS in {1,2,4,8}, D % 4 == 0, words inside one group): code bytes staged
-// as in v2; a thread takes one 32-bit word (32/BITS tokens) of 4 adjacent channels and writes
+// Vector dequantize (BITS in {1,2,4,8}, D % 4 == 0, words inside one group): code bytes staged
+// as in channel_dequant; a thread takes one 32-bit word (32/BITS tokens) of 4 adjacent channels and writes
 // 4 channels per token with one vector store (a warp writes 128 contiguous channels).
 template <int BITS>
 __global__ void __launch_bounds__(256)
@@ -229,7 +239,8 @@ __global__ void __launch_bounds__(256)
 #pragma unroll
     for (int k = 0; k < 4; ++k) word[k] = st[(c4 + k) * spw + w];
     if (g != pg || c4 != pc) {  // params cached across this thread's words of one group
-      pg = g, pc = c4;
+      pg = g;
+      pc = c4;
 #pragma unroll
       for (int k = 0; k < 4; ++k) {
         const int64_t pi = (n * D + c4 + k) * f.groups + g;
@@ -244,14 +255,16 @@ __global__ void __launch_bounds__(256)
       uint32_t c[4];
       float y[4];
 #pragma unroll
-      for (int k = 0; k < 4; ++k)
-        c[k] = word_code(word[k], j, BITS), y[k] = dequant_of(c[k], p[k], BITS, f.sym);
+      for (int k = 0; k < 4; ++k) {
+        c[k] = word_code(word[k], j, BITS);
+        y[k] = dequant_of(c[k], p[k], BITS, f.sym);
+      }
       store_out4(out, e, y, c, o);
     }
   }
 }
 
-// ---- v4 quantize: register tiles. A unit is V channels (one 16-byte load per token: 8 fp16
+// ---- Register-tile quantize. A unit is V channels (one 16-byte load per token: 8 fp16
 // or 4 fp32) x 16 tokens of one (slice, group); unit u: token chunk tc = u % TC fastest
 // (TC = G/16), then channel chunk, then (slice, group). Each lane loads its 16 rows (16 loads
 // in flight, 64 bytes contiguous per 4 lanes), reduces min/max over its tokens, then over the
@@ -259,9 +272,9 @@ __global__ void __launch_bounds__(256)
 // V channels are computed once per channel by the TC lanes in turn (params_of, RN(1/s)) and
 // exchanged through shared memory. Each lane then packs its 16 tokens of each channel into
 // BITS/2 words (fastq.cuh) and stores them straight into the channel rows (8 lanes write 32
-// contiguous bytes of a row). PRE: params read back from channel_stats_v4 (whole-axis or long
+// contiguous bytes of a row). PRE: params read back from channel_stats_regs (whole-axis or long
 // groups, any TC); no reduction. Needs T % 16 == 0 (whole words per lane, aligned stores).
-// One unit's coordinates (see channel_quant_v4).
+// One unit's coordinates (see channel_quant_regs).
 struct ChUnit {
   int64_t n, g, t0;
   int c0, tc;
@@ -278,7 +291,8 @@ __device__ __forceinline__ ChUnit ch_unit(uint32_t u0, const DevFormat& f, int V
   c.tc = PRE ? (int)((u / CC) % TC) : (int)(u & (TC - 1));
   const int cc = PRE ? (int)(u % CC) : (int)((u / TC) % CC);
   const uint32_t ng = u / (uint32_t)(CC * TC);
-  c.n = ng / (uint32_t)f.groups, c.g = ng % (uint32_t)f.groups;
+  c.n = ng / (uint32_t)f.groups;
+  c.g = ng % (uint32_t)f.groups;
   c.t0 = c.g * f.G + (int64_t)c.tc * 16;
   c.live = c.uvalid && c.t0 < min(f.T, c.g * f.G + f.G);
   c.c0 = cc * V;
@@ -320,7 +334,8 @@ __device__ __forceinline__ void ch_process(const uint4 (&raw)[16], const ChUnit&
         for (int k = 0; k < 4; ++k) {
           const uint32_t wi = k == 0 ? raw[i].x : k == 1 ? raw[i].y : k == 2 ? raw[i].z : raw[i].w;
           const __half2 h = *reinterpret_cast<const __half2*>(&wi);
-          hmn[k] = __hmin2(hmn[k], h), hmx[k] = __hmax2(hmx[k], h);
+          hmn[k] = __hmin2(hmn[k], h);
+          hmx[k] = __hmax2(hmx[k], h);
         }
 #pragma unroll
       for (int k = 0; k < 4; ++k) {
@@ -332,12 +347,13 @@ __device__ __forceinline__ void ch_process(const uint4 (&raw)[16], const ChUnit&
               __hmin2(*reinterpret_cast<const __half2*>(&a), *reinterpret_cast<const __half2*>(&a2));
           const __half2 M =
               __hmax2(*reinterpret_cast<const __half2*>(&b), *reinterpret_cast<const __half2*>(&b2));
-          a = *reinterpret_cast<const uint32_t*>(&m), b = *reinterpret_cast<const uint32_t*>(&M);
+          a = *reinterpret_cast<const uint32_t*>(&m);
+          b = *reinterpret_cast<const uint32_t*>(&M);
         }
-        mn[2 * k] = half_to_float((uint16_t)(a & 0xffffu)),
-               mn[2 * k + 1] = half_to_float((uint16_t)(a >> 16));
-        mx[2 * k] = half_to_float((uint16_t)(b & 0xffffu)),
-               mx[2 * k + 1] = half_to_float((uint16_t)(b >> 16));
+        mn[2 * k] = half_to_float((uint16_t)(a & 0xffffu));
+        mn[2 * k + 1] = half_to_float((uint16_t)(a >> 16));
+        mx[2 * k] = half_to_float((uint16_t)(b & 0xffffu));
+        mx[2 * k + 1] = half_to_float((uint16_t)(b >> 16));
       }
     } else {
       int32_t kmn[V], kmx[V];
@@ -351,32 +367,43 @@ __device__ __forceinline__ void ch_process(const uint4 (&raw)[16], const ChUnit&
           if (mm) {
             if (i == 0)
               mn[j] = mx[j] = v;
-            else
-              mn[j] = fminf(mn[j], v), mx[j] = fmaxf(mx[j], v);
+            else {
+              mn[j] = fminf(mn[j], v);
+              mx[j] = fmaxf(mx[j], v);
+            }
           } else {
             const int32_t k = ord_key(v);
             if (i == 0)
               kmn[j] = kmx[j] = k;
-            else
-              kmn[j] = min(kmn[j], k), kmx[j] = max(kmx[j], k);
+            else {
+              kmn[j] = min(kmn[j], k);
+              kmx[j] = max(kmx[j], k);
+            }
           }
         }
       }
 #pragma unroll
       for (int j = 0; j < V; ++j) {
         if (mm) {
-          if (!live) mn[j] = INFINITY, mx[j] = -INFINITY;
+          if (!live) {
+            mn[j] = INFINITY;
+            mx[j] = -INFINITY;
+          }
           for (int o = 1; o < TCw; o <<= 1) {
             mn[j] = fminf(mn[j], __shfl_xor_sync(0xffffffffu, mn[j], o));
             mx[j] = fmaxf(mx[j], __shfl_xor_sync(0xffffffffu, mx[j], o));
           }
         } else {
-          if (!live) kmn[j] = ord_key(INFINITY), kmx[j] = ord_key(-INFINITY);
+          if (!live) {
+            kmn[j] = ord_key(INFINITY);
+            kmx[j] = ord_key(-INFINITY);
+          }
           for (int o = 1; o < TCw; o <<= 1) {
             kmn[j] = min(kmn[j], __shfl_xor_sync(0xffffffffu, kmn[j], o));
             kmx[j] = max(kmx[j], __shfl_xor_sync(0xffffffffu, kmx[j], o));
           }
-          mn[j] = key_float(kmn[j]), mx[j] = key_float(kmx[j]);
+          mn[j] = key_float(kmn[j]);
+          mx[j] = key_float(kmx[j]);
         }
       }
     }
@@ -397,7 +424,10 @@ __device__ __forceinline__ void ch_process(const uint4 (&raw)[16], const ChUnit&
         float m = 0.0f, M = 0.0f;
 #pragma unroll
         for (int k = 0; k < V; ++k)
-          if (k == j) m = mn[k], M = mx[k];
+          if (k == j) {
+            m = mn[k];
+            M = mx[k];
+          }
         p = params_of(m, M, BITS, SYM ? 1 : 0, f.half_params);
         if (uvalid) write_params(q, pi, p, SYM ? 1 : 0, f.half_params);
       }
@@ -441,7 +471,7 @@ __device__ __forceinline__ void ch_process(const uint4 (&raw)[16], const ChUnit&
 
 template <class In, bool SYM, int BITS, bool PRE>
 __global__ void __launch_bounds__(128)
-    channel_quant_v4(const In* __restrict__ x, DevFormat f, DevQuant q, int TC, int mm, int allow_fast) {
+    channel_quant_regs(const In* __restrict__ x, DevFormat f, DevQuant q, int TC, int mm, int allow_fast) {
   constexpr int V = 16 / (int)sizeof(In);
   __shared__ float4 sqp[4][256];
   const int wib = threadIdx.x >> 5;
@@ -451,12 +481,12 @@ __global__ void __launch_bounds__(128)
   ch_process<In, SYM, BITS, PRE>(raw, cu, f, q, TC, mm, allow_fast, sqp[wib]);
 }
 
-// v4 statistics for PRE (whole-axis or long groups): block = one (slice, group) x 128 channels
+// Register-tile statistics for PRE (whole-axis or long groups): block = one (slice, group) x 128 channels
 // chunk: 16-byte loads, (256 / (128 / V)) token lanes each striding the group, then the token
 // lanes merged through shared memory (order free: min/max are a total order).
 template <class In>
 __global__ void __launch_bounds__(256)
-    channel_stats_v4(const In* __restrict__ x, DevFormat f, DevQuant q, int mm) {
+    channel_stats_regs(const In* __restrict__ x, DevFormat f, DevQuant q, int mm) {
   constexpr int V = 16 / (int)sizeof(In);
   constexpr int CL = 128 / V;    // channel lanes per 128 channels
   constexpr int TLN = 256 / CL;  // token lanes
@@ -469,8 +499,12 @@ __global__ void __launch_bounds__(256)
   float mn[V], mx[V];
   int32_t kmn[V], kmx[V];
 #pragma unroll
-  for (int j = 0; j < V; ++j)
-    mn[j] = INFINITY, mx[j] = -INFINITY, kmn[j] = ord_key(INFINITY), kmx[j] = ord_key(-INFINITY);
+  for (int j = 0; j < V; ++j) {
+    mn[j] = INFINITY;
+    mx[j] = -INFINITY;
+    kmn[j] = ord_key(INFINITY);
+    kmx[j] = ord_key(-INFINITY);
+  }
   if (c0 < D) {
     const In* col = x + (n * f.T + t0) * D + c0;
 #pragma unroll 4
@@ -481,11 +515,13 @@ __global__ void __launch_bounds__(256)
       for (int j = 0; j < V; ++j) {
         const float v =
             sizeof(In) == 2 ? half_to_float((uint16_t)(uw[j / 2] >> (16 * (j & 1)))) : __uint_as_float(uw[j]);
-        if (mm)
-          mn[j] = fminf(mn[j], v), mx[j] = fmaxf(mx[j], v);
-        else {
+        if (mm) {
+          mn[j] = fminf(mn[j], v);
+          mx[j] = fmaxf(mx[j], v);
+        } else {
           const int32_t k = ord_key(v);
-          kmn[j] = min(kmn[j], k), kmx[j] = max(kmx[j], k);
+          kmn[j] = min(kmn[j], k);
+          kmx[j] = max(kmx[j], k);
         }
       }
     }
@@ -500,21 +536,25 @@ __global__ void __launch_bounds__(256)
     const int c = blockIdx.y * 128 + threadIdx.x;
     if (c < D) {
       float a = smn[0][threadIdx.x], b = smx[0][threadIdx.x];
-      for (int t = 1; t < TLN; ++t) a = f_min(a, smn[t][threadIdx.x]), b = f_max(b, smx[t][threadIdx.x]);
+      for (int t = 1; t < TLN; ++t) {
+        a = f_min(a, smn[t][threadIdx.x]);
+        b = f_max(b, smx[t][threadIdx.x]);
+      }
       write_params(q, (n * D + c) * f.groups + g, params_of(a, b, f.bits, f.sym, f.half_params), f.sym,
                    f.half_params);
     }
   }
 }
 
-// ---- v4 dequantize: a unit is V channels (one 16-byte store per token: 4 fp32 or 8 fp16)
+// ---- Register-tile dequantize: a unit is V channels (one 16-byte store per token: 4 fp32 or 8 fp16)
 // x 16 tokens; lanes: TCL = 2^tcl_log2 consecutive token chunks fastest (code loads: TCL * 2 *
 // BITS contiguous bytes of a channel row), then 32/TCL channel chunks (stores: 512/TCL
 // contiguous bytes of each token row). Measured (docs/PERFORMANCE.md): TCL = 1 or 2 (whole
-// 256/512-byte row runs per store) beats 4 and 8; the default is 2.
+// 256/512-byte row runs per store) beats 4 and 8; production uses 2 (kDequantTokenLanesLog2),
+// gpu/dev/dequant_token_lanes.cu times 1, 2, 4 and 8.
 template <int V, bool SYM, int BITS, bool F16OUT>
 __global__ void __launch_bounds__(256)
-    channel_dequant_v4(DevFormat f, DevQuant q, void* __restrict__ out, int tcl_log2) {
+    channel_dequant_regs(DevFormat f, DevQuant q, void* __restrict__ out, int tcl_log2) {
   constexpr int NW = BITS / 2, PER = 32 / BITS;
   const int D = (int)f.D, CC = D / V;
   const uint32_t chunks = (uint32_t)(f.T / 16), tiles = (chunks + (1u << tcl_log2) - 1) >> tcl_log2;
@@ -536,10 +576,14 @@ __global__ void __launch_bounds__(256)
       w[j][0] = __ldg(reinterpret_cast<const uint32_t*>(src));
     } else if constexpr (NW == 2) {
       const uint2 t = __ldg(reinterpret_cast<const uint2*>(src));
-      w[j][0] = t.x, w[j][1] = t.y;
+      w[j][0] = t.x;
+      w[j][1] = t.y;
     } else {
       const uint4 t = __ldg(reinterpret_cast<const uint4*>(src));
-      w[j][0] = t.x, w[j][1] = t.y, w[j][2] = t.z, w[j][3] = t.w;
+      w[j][0] = t.x;
+      w[j][1] = t.y;
+      w[j][2] = t.z;
+      w[j][3] = t.w;
     }
     const int64_t pi = (n * D + c0 + j) * f.groups + g;
     sc[j] = load_param(q.scale, pi, f.half_params);
@@ -562,9 +606,10 @@ __global__ void __launch_bounds__(256)
 
 bool pow2(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
 
-// v4 eligibility (both directions): whole 16-token words per lane, aligned 16-byte accesses.
-bool channel_v4_ok(const DevFormat& f, int V, const void* x) {
-  if (!tuning().v4) return false;
+// Register-tile eligibility (both directions): whole 16-token words per lane, aligned 16-byte
+// accesses.
+bool channel_regs_ok(const DevFormat& f, int V, const void* x, const KernelConfig& cfg) {
+  if (!cfg.fast_kernels) return false;
   if (f.bits != 2 && f.bits != 4 && f.bits != 8) return false;
   if (f.D % V != 0 || f.T % 16 != 0 || f.G % 16 != 0) return false;
   if (f.N * f.T * f.D >= (int64_t(1) << 35))
@@ -573,49 +618,51 @@ bool channel_v4_ok(const DevFormat& f, int V, const void* x) {
 }
 
 template <class In, bool PRE>
-void launch_channel_quant_v4(const DevFormat& f, const In* x, DevQuant q, cudaStream_t s) {
+void launch_channel_quant_regs(const DevFormat& f, const In* x, DevQuant q, cudaStream_t s,
+                               const KernelConfig& cfg) {
   constexpr int V = 16 / (int)sizeof(In);
   const int TC = (int)(f.G / 16);
   const int64_t units = f.N * f.groups * (f.D / V) * TC;
-  const int mm = tuning().minmax, fd = tuning().fastdiv;
+  const int mm = cfg.hw_minmax ? 1 : 0;
+  const int fd = cfg.fast_div ? 1 : 0;
   auto go = [&](auto kern) { kern<<<(unsigned)cdiv(units, 128), 128, 0, s>>>(x, f, q, TC, mm, fd); };
   if (f.sym) {
     switch (f.bits) {
-      case 2: go(channel_quant_v4<In, true, 2, PRE>); break;
-      case 4: go(channel_quant_v4<In, true, 4, PRE>); break;
-      default: go(channel_quant_v4<In, true, 8, PRE>); break;
+      case 2: go(channel_quant_regs<In, true, 2, PRE>); break;
+      case 4: go(channel_quant_regs<In, true, 4, PRE>); break;
+      default: go(channel_quant_regs<In, true, 8, PRE>); break;
     }
   } else {
     switch (f.bits) {
-      case 2: go(channel_quant_v4<In, false, 2, PRE>); break;
-      case 4: go(channel_quant_v4<In, false, 4, PRE>); break;
-      default: go(channel_quant_v4<In, false, 8, PRE>); break;
+      case 2: go(channel_quant_regs<In, false, 2, PRE>); break;
+      case 4: go(channel_quant_regs<In, false, 4, PRE>); break;
+      default: go(channel_quant_regs<In, false, 8, PRE>); break;
     }
   }
-  check_launch("channel_quant_v4");
+  check_launch("channel_quant_regs");
 }
 
 template <int V, bool F16OUT>
-void launch_channel_dequant_v4(const DevFormat& f, DevQuant q, void* out, cudaStream_t s) {
-  const int tcl_log2 = ilog2(tuning().deq_tcl);
+void launch_channel_dequant_regs(const DevFormat& f, DevQuant q, void* out, cudaStream_t s) {
+  const int tcl_log2 = kDequantTokenLanesLog2;
   const int64_t tcl = int64_t(1) << tcl_log2;
   const int64_t threads = f.N * ((f.T / 16 + tcl - 1) / tcl) * tcl * (f.D / V);
   const unsigned grid = (unsigned)cdiv(threads, 256);
   auto go = [&](auto kern) { kern<<<grid, 256, 0, s>>>(f, q, out, tcl_log2); };
   if (f.sym) {
     switch (f.bits) {
-      case 2: go(channel_dequant_v4<V, true, 2, F16OUT>); break;
-      case 4: go(channel_dequant_v4<V, true, 4, F16OUT>); break;
-      default: go(channel_dequant_v4<V, true, 8, F16OUT>); break;
+      case 2: go(channel_dequant_regs<V, true, 2, F16OUT>); break;
+      case 4: go(channel_dequant_regs<V, true, 4, F16OUT>); break;
+      default: go(channel_dequant_regs<V, true, 8, F16OUT>); break;
     }
   } else {
     switch (f.bits) {
-      case 2: go(channel_dequant_v4<V, false, 2, F16OUT>); break;
-      case 4: go(channel_dequant_v4<V, false, 4, F16OUT>); break;
-      default: go(channel_dequant_v4<V, false, 8, F16OUT>); break;
+      case 2: go(channel_dequant_regs<V, false, 2, F16OUT>); break;
+      case 4: go(channel_dequant_regs<V, false, 4, F16OUT>); break;
+      default: go(channel_dequant_regs<V, false, 8, F16OUT>); break;
     }
   }
-  check_launch("channel_dequant_v4");
+  check_launch("channel_dequant_regs");
 }
 
 template <class In>
@@ -643,17 +690,18 @@ void launch_tile(const DevFormat& f, const In* x, DevQuant q, cudaStream_t s, in
 }
 
 template <class In>
-const char* quantize_channel_t(const DevFormat& f, const In* x, DevQuant q, cudaStream_t s) {
-  if (channel_v4_ok(f, 16 / (int)sizeof(In), x)) {
+const char* quantize_channel_t(const DevFormat& f, const In* x, DevQuant q, cudaStream_t s,
+                               const KernelConfig& cfg) {
+  if (channel_regs_ok(f, 16 / (int)sizeof(In), x, cfg)) {
     if (pow2(f.G / 16) && f.G / 16 <= 32) {
-      launch_channel_quant_v4<In, false>(f, x, q, s);
-      return "v4";
+      launch_channel_quant_regs<In, false>(f, x, q, s, cfg);
+      return "regs";
     }
-    channel_stats_v4<In>
-        <<<dim3((unsigned)(f.N * f.groups), (unsigned)cdiv(f.D, 128)), 256, 0, s>>>(x, f, q, tuning().minmax);
-    check_launch("channel_stats_v4");
-    launch_channel_quant_v4<In, true>(f, x, q, s);
-    return "v4-2pass";
+    channel_stats_regs<In><<<dim3((unsigned)(f.N * f.groups), (unsigned)cdiv(f.D, 128)), 256, 0, s>>>(
+        x, f, q, cfg.hw_minmax ? 1 : 0);
+    check_launch("channel_stats_regs");
+    launch_channel_quant_regs<In, true>(f, x, q, s, cfg);
+    return "regs-2pass";
   }
   if (((int64_t)f.G * f.bits) % 8 == 0 && channel_tile_smem<In>(f, f.G) <= kMaxTileSmem) {
     launch_tile<In, false>(f, x, q, s, f.G);
@@ -663,29 +711,32 @@ const char* quantize_channel_t(const DevFormat& f, const In* x, DevQuant q, cuda
   check_launch("channel_stats");
   if ((f.G % 128 == 0 || f.groups == 1) && channel_tile_smem<In>(f, 128) <= kMaxTileSmem) {
     launch_tile<In, true>(f, x, q, s, 128);  // codes from 128-token tiles, params from channel_stats
-    return "2pass-tile";
+    return "tile-2pass";
   }
   const int64_t items = f.N * cdiv(f.T, 8) * f.D;
-  channel_codes<In><<<(unsigned)std::min<int64_t>(cdiv(items, 256), 132 * 64), 256, 0, s>>>(x, f, q);
+  channel_codes<In>
+      <<<(unsigned)std::min<int64_t>(cdiv(items, 256), (int64_t)sm_count() * 64), 256, 0, s>>>(x, f, q);
   check_launch("channel_codes");
   return "two-pass";
 }
 
 }  // namespace
 
-const char* quantize_channel(const DevFormat& f, const void* x, InType in, DevQuant q, cudaStream_t s) {
-  if (in == InType::F16) return quantize_channel_t(f, static_cast<const uint16_t*>(x), q, s);
-  return quantize_channel_t(f, static_cast<const float*>(x), q, s);
+const char* quantize_channel(const DevFormat& f, const void* x, InType in, DevQuant q, cudaStream_t s,
+                             const KernelConfig& cfg) {
+  if (in == InType::F16) return quantize_channel_t(f, static_cast<const uint16_t*>(x), q, s, cfg);
+  return quantize_channel_t(f, static_cast<const float*>(x), q, s, cfg);
 }
 
-const char* dequantize_channel(const DevFormat& f, DevQuant q, void* out, OutType o, cudaStream_t s) {
-  if (o == OutType::F32 && channel_v4_ok(f, 4, nullptr)) {
-    launch_channel_dequant_v4<4, false>(f, q, out, s);
-    return "v4";
+const char* dequantize_channel(const DevFormat& f, DevQuant q, void* out, OutType o, cudaStream_t s,
+                               const KernelConfig& cfg) {
+  if (o == OutType::F32 && channel_regs_ok(f, 4, nullptr, cfg)) {
+    launch_channel_dequant_regs<4, false>(f, q, out, s);
+    return "regs";
   }
-  if (o == OutType::F16 && channel_v4_ok(f, 8, nullptr)) {
-    launch_channel_dequant_v4<8, true>(f, q, out, s);
-    return "v4";
+  if (o == OutType::F16 && channel_regs_ok(f, 8, nullptr, cfg)) {
+    launch_channel_dequant_regs<8, true>(f, q, out, s);
+    return "regs";
   }
   const int b = f.bits;
   if ((b == 1 || b == 2 || b == 4 || b == 8) && f.D % 4 == 0 && (f.G % (32 / b) == 0 || f.groups == 1)) {

@@ -1,8 +1,12 @@
 // Plain per-token format (axis=token): a group is G channels of one token.
 //   codes (N, T, packed_bytes(D, bits)), scale/zero (N, T, ceil(D / G))
-// Rows (tokens) are contiguous in the input and in the output, so one block takes TR whole
-// rows: read once into a padded shared tile, min/max per (row, group) in channel order, codes
-// packed with put_code into staged rows, staged rows written out as one contiguous run.
+// Kernel paths, first that fits (the label each returns in brackets):
+//   quantize:   token_quant_regs, 32 or 16 elements per lane [regs-32, regs-16];
+//               token_quant_warp [warp]; token_quant_tile [tile]
+//   dequantize: token_dequant_regs [regs]; token_dequant_warp [warp]; token_dequant [tile]
+// The tile kernels take TR whole rows per block (rows are contiguous in the input and the
+// output): read once into a padded shared tile, min/max per (row, group) in channel order,
+// codes packed with put_code into staged rows, written out as one contiguous run.
 #include "fastq.cuh"
 
 namespace kvlab::gpu {
@@ -82,7 +86,7 @@ __global__ void __launch_bounds__(256)
   const int sp = stage_pitch(rb);
   copy_rows(smem, sp, q.codes + r0 * rb, rb, rows, rb);
   __syncthreads();
-  if (blockDim.x % D == 0) {  // v2: fixed channel (so fixed group) per thread, rows step
+  if (blockDim.x % D == 0) {  // fixed channel (so fixed group) per thread, rows step
     const int c = threadIdx.x % D, step = blockDim.x / D, g = c / f.G;
     for (int r = threadIdx.x / D; r < rows; r += step) {
       const uint32_t code = get_code(smem + r * sp, c, bits);
@@ -103,7 +107,7 @@ __global__ void __launch_bounds__(256)
   }
 }
 
-// ---- v3: one warp per token row (D == 32 * V): lane l holds channels [V*l, V*l + V) in
+// ---- Warp kernels: one warp per token row (D == 32 * V): lane l holds channels [V*l, V*l + V) in
 // registers (one 8/16-byte load), min/max of each group by xor shuffles inside the G/V lanes
 // of the group (f_min/f_max are a total order, so the order does not change a bit), codes
 // packed in registers and stored as whole bytes/words. R rows per warp are loaded before use.
@@ -113,12 +117,17 @@ template <>
 struct Vec<4> {
   static __device__ __forceinline__ void load(const uint16_t* p, float v[4]) {
     const uint2 r = __ldcs(reinterpret_cast<const uint2*>(p));
-    v[0] = half_to_float((uint16_t)(r.x & 0xffffu)), v[1] = half_to_float((uint16_t)(r.x >> 16));
-    v[2] = half_to_float((uint16_t)(r.y & 0xffffu)), v[3] = half_to_float((uint16_t)(r.y >> 16));
+    v[0] = half_to_float((uint16_t)(r.x & 0xffffu));
+    v[1] = half_to_float((uint16_t)(r.x >> 16));
+    v[2] = half_to_float((uint16_t)(r.y & 0xffffu));
+    v[3] = half_to_float((uint16_t)(r.y >> 16));
   }
   static __device__ __forceinline__ void load(const float* p, float v[4]) {
     const float4 r = __ldcs(reinterpret_cast<const float4*>(p));
-    v[0] = r.x, v[1] = r.y, v[2] = r.z, v[3] = r.w;
+    v[0] = r.x;
+    v[1] = r.y;
+    v[2] = r.z;
+    v[3] = r.w;
   }
 };
 
@@ -156,7 +165,8 @@ __global__ void __launch_bounds__(256) token_quant_warp(const In* __restrict__ x
 #pragma unroll
     for (int j = 1; j < V; ++j) {
       const int32_t kj = ord_key(v[r][j]);
-      kmn = min(kmn, kj), kmx = max(kmx, kj);
+      kmn = min(kmn, kj);
+      kmx = max(kmx, kj);
     }
 #pragma unroll
     for (int o = 1; o < 32; o <<= 1) {
@@ -197,15 +207,18 @@ __global__ void __launch_bounds__(256)
     uint32_t c[V];
     float y[V];
 #pragma unroll
-    for (int j = 0; j < V; ++j) c[j] = word_code(w[r], j, bits), y[j] = dequant_of(c[j], p[r], bits, f.sym);
+    for (int j = 0; j < V; ++j) {
+      c[j] = word_code(w[r], j, bits);
+      y[j] = dequant_of(c[j], p[r], bits, f.sym);
+    }
     const int64_t e = (r0 + r) * D + lane * V;
     store_out4(out, e, y, c, o);
   }
 }
 
-// ---- v4: 16 or 32 elements (V) per lane for quantize (LPR = D/V lanes per row, 32/LPR rows per warp),
-// so the per-row work (shuffles, params_of, RN(1/s), write_params) is shared by V elements; persistent grid;
-// codes through fastq.cuh (reciprocal + Markstein quotient, magic-number rounding, codes
+// ---- Register kernels: 16 or 32 elements (V) per lane for quantize (LPR = D/V lanes per row, 32/LPR rows
+// per warp), so the per-row work (shuffles, params_of, RN(1/s), write_params) is shared by V elements;
+// persistent grid; codes through fastq.cuh (reciprocal + Markstein quotient, magic-number rounding, codes
 // packed by adding biased floats). 8 (f16 out) or 4 (f32 out) elements per lane for
 // dequantize: one 16-byte store per lane and row, codes converted without I2F.
 // Pairwise min/max tree with compile-time strides (a runtime-stride loop left the arrays on
@@ -217,14 +230,16 @@ __device__ __forceinline__ __half2 vmax(__half2 a, __half2 b) { return __hmax2(a
 template <int W, class T>
 __device__ __forceinline__ void tree_minmax(T* a, T* b) {
 #pragma unroll
-  for (int j = 0; j < W; ++j) a[j] = vmin(a[j], a[j + W]), b[j] = vmax(b[j], b[j + W]);
+  for (int j = 0; j < W; ++j) {
+    a[j] = vmin(a[j], a[j + W]);
+    b[j] = vmax(b[j], b[j + W]);
+  }
   if constexpr (W > 1) tree_minmax<W / 2>(a, b);
 }
 
 template <class In, int V, bool SYM, int BITS>
-__global__ void __launch_bounds__(256)
-    token_quant_v4(const In* __restrict__ x, DevFormat f, DevQuant q, int lpr_log2, int gl_log2, int mm,
-                   int allow_fast, int ldg) {
+__global__ void __launch_bounds__(256) token_quant_regs(const In* __restrict__ x, DevFormat f, DevQuant q,
+                                                        int lpr_log2, int gl_log2, int mm, int allow_fast) {
   constexpr int R = (V == 16 && sizeof(In) == 2) ? 2 : 1, NQ = V * (int)sizeof(In) / 16, NW = V * BITS / 32;
   const int D = (int)f.D, RPW_LOG2 = 5 - lpr_log2;
   const int lane = threadIdx.x & 31, lr = lane & ((1 << lpr_log2) - 1), sub = lane >> lpr_log2;
@@ -242,9 +257,9 @@ __global__ void __launch_bounds__(256)
       const int64_t row = row0 + ((int64_t)r << RPW_LOG2);
       const uint4* src = reinterpret_cast<const uint4*>(x + row * D + lr * V);
 #pragma unroll
-      for (int k = 0; k < NQ;
-           ++k)  // a lane's 16-byte pieces share 32-byte sectors: __ldg lets L1 serve the second half
-        raw[r][k] = row < total ? (ldg ? __ldg(src + k) : __ldcs(src + k)) : make_uint4(0u, 0u, 0u, 0u);
+      // A lane's 16-byte pieces share 32-byte sectors: __ldg lets L1 serve the second half
+      // (streaming __ldcs loads: gpu/dev/token_quant_loads.cu).
+      for (int k = 0; k < NQ; ++k) raw[r][k] = row < total ? __ldg(src + k) : make_uint4(0u, 0u, 0u, 0u);
     }
 #pragma unroll
     for (int r = 0; r < R; ++r) {
@@ -282,10 +297,13 @@ __global__ void __launch_bounds__(256)
       } else if (mm) {
         float a[V / 2], b[V / 2];
 #pragma unroll
-        for (int j = 0; j < V / 2; ++j)
-          a[j] = fminf(v[2 * j], v[2 * j + 1]), b[j] = fmaxf(v[2 * j], v[2 * j + 1]);
+        for (int j = 0; j < V / 2; ++j) {
+          a[j] = fminf(v[2 * j], v[2 * j + 1]);
+          b[j] = fmaxf(v[2 * j], v[2 * j + 1]);
+        }
         tree_minmax<V / 4>(a, b);
-        mn = a[0], mx = b[0];
+        mn = a[0];
+        mx = b[0];
         for (int o = 1; o < (1 << gl_log2); o <<= 1) {
           mn = fminf(mn, __shfl_xor_sync(0xffffffffu, mn, o));
           mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
@@ -295,13 +313,15 @@ __global__ void __launch_bounds__(256)
 #pragma unroll
         for (int j = 1; j < V; ++j) {
           const int32_t kj = ord_key(v[j]);
-          kmn = min(kmn, kj), kmx = max(kmx, kj);
+          kmn = min(kmn, kj);
+          kmx = max(kmx, kj);
         }
         for (int o = 1; o < (1 << gl_log2); o <<= 1) {
           kmn = min(kmn, __shfl_xor_sync(0xffffffffu, kmn, o));
           kmx = max(kmx, __shfl_xor_sync(0xffffffffu, kmx, o));
         }
-        mn = key_float(kmn), mx = key_float(kmx);
+        mn = key_float(kmn);
+        mx = key_float(kmx);
       }
       const GroupParams p = params_of(mn, mx, BITS, SYM ? 1 : 0, f.half_params);
       if (row < total && first) write_params(q, row * groups + g, p, SYM ? 1 : 0, f.half_params);
@@ -325,7 +345,7 @@ __global__ void __launch_bounds__(256)
 }
 
 template <int V, bool SYM, int BITS, bool F16OUT>
-__global__ void __launch_bounds__(256) token_dequant_v4(DevFormat f, DevQuant q, void* __restrict__ out) {
+__global__ void __launch_bounds__(256) token_dequant_regs(DevFormat f, DevQuant q, void* __restrict__ out) {
   constexpr int R = 4, NB = V * BITS / 8;  // code bytes per lane and row (1..8)
   constexpr int NWD = NB > 4 ? NB / 4 : 1;
   const int D = (int)f.D, LPR = D / V, RPW = 32 / LPR;
@@ -342,7 +362,8 @@ __global__ void __launch_bounds__(256) token_dequant_v4(DevFormat f, DevQuant q,
     const uint8_t* src = q.codes + row * f.row_bytes + lr * NB;
     if (NB == 8) {
       const uint2 t = __ldg(reinterpret_cast<const uint2*>(src));
-      w[r][0] = t.x, w[r][NWD - 1] = t.y;
+      w[r][0] = t.x;
+      w[r][NWD - 1] = t.y;
     } else if (NB == 4) {
       w[r][0] = __ldg(reinterpret_cast<const uint32_t*>(src));
     } else if (NB == 2) {
@@ -378,9 +399,10 @@ __global__ void __launch_bounds__(256) token_dequant_v4(DevFormat f, DevQuant q,
 
 bool pow2(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
 
-// v4 eligibility: lanes per row and per group powers of two, whole words of codes per lane.
-bool token_v4_ok(const DevFormat& f, int V, const void* x) {
-  if (!tuning().v4) return false;
+// Register-kernel eligibility: lanes per row and per group powers of two, whole words of codes
+// per lane.
+bool token_regs_ok(const DevFormat& f, int V, const void* x, const KernelConfig& cfg) {
+  if (!cfg.fast_kernels) return false;
   if (f.bits != 2 && f.bits != 4 && f.bits != 8) return false;
   if (f.D % V != 0 || !pow2(f.D / V) || f.D / V > 32) return false;
   if (f.G % V != 0 || !pow2(f.G / V) || f.G > f.D) return false;
@@ -388,71 +410,70 @@ bool token_v4_ok(const DevFormat& f, int V, const void* x) {
 }
 
 template <class In, int V>
-void launch_token_quant_v4_t(const DevFormat& f, const In* x, DevQuant q, cudaStream_t s) {
+void launch_token_quant_regs_t(const DevFormat& f, const In* x, DevQuant q, cudaStream_t s,
+                               const KernelConfig& cfg) {
   const int lpr_log2 = ilog2(f.D / V), gl_log2 = ilog2(f.G / V);
   const int R = (V == 16 && sizeof(In) == 2) ? 2 : 1;
   const int64_t warps = cdiv(f.N * f.T, (int64_t)R << (5 - lpr_log2));
-  const int mm = tuning().minmax, fd = tuning().fastdiv;
-  const int ldg = tuning().ldg;
+  const int mm = cfg.hw_minmax ? 1 : 0;
+  const int fd = cfg.fast_div ? 1 : 0;
   auto go = [&](auto kern) {
-    kern<<<persistent_grid(kern, 256, cdiv(warps, 8)), 256, 0, s>>>(x, f, q, lpr_log2, gl_log2, mm, fd, ldg);
+    kern<<<persistent_grid(kern, 256, cdiv(warps, 8)), 256, 0, s>>>(x, f, q, lpr_log2, gl_log2, mm, fd);
   };
   if (f.sym) {
     switch (f.bits) {
-      case 2: go(token_quant_v4<In, V, true, 2>); break;
-      case 4: go(token_quant_v4<In, V, true, 4>); break;
-      default: go(token_quant_v4<In, V, true, 8>); break;
+      case 2: go(token_quant_regs<In, V, true, 2>); break;
+      case 4: go(token_quant_regs<In, V, true, 4>); break;
+      default: go(token_quant_regs<In, V, true, 8>); break;
     }
   } else {
     switch (f.bits) {
-      case 2: go(token_quant_v4<In, V, false, 2>); break;
-      case 4: go(token_quant_v4<In, V, false, 4>); break;
-      default: go(token_quant_v4<In, V, false, 8>); break;
+      case 2: go(token_quant_regs<In, V, false, 2>); break;
+      case 4: go(token_quant_regs<In, V, false, 4>); break;
+      default: go(token_quant_regs<In, V, false, 8>); break;
     }
   }
-  check_launch("token_quant_v4");
+  check_launch("token_quant_regs");
 }
 
 // fp16 input: V = 32 elements per lane where the groups allow it (per-row work over more
 // elements; measured faster), else 16; fp32 input: 16 (32 measured slower: 64-byte lanes).
-int token_quant_v(const DevFormat& f, int elem, const void* x) {
-  const int want = tuning().tok_v ? tuning().tok_v : (elem == 2 ? 32 : 16);
-  if (want == 32 && token_v4_ok(f, 32, x)) return 32;
-  return token_v4_ok(f, 16, x) ? 16 : 0;
+// gpu/dev/token_quant_loads.cu times the other choices. 0: no register kernel fits.
+int token_quant_v(const DevFormat& f, int elem, const void* x, const KernelConfig& cfg) {
+  if (elem == 2 && token_regs_ok(f, 32, x, cfg)) return 32;
+  return token_regs_ok(f, 16, x, cfg) ? 16 : 0;
 }
+// The label of the kernel that ran, or nullptr when no register kernel fits.
 template <class In>
-bool launch_token_quant_v4(const DevFormat& f, const In* x, DevQuant q, cudaStream_t s) {
-  if (token_quant_v(f, (int)sizeof(In), x) == 32) {
-    launch_token_quant_v4_t<In, 32>(f, x, q, s);
-    return true;
+const char* launch_token_quant_regs(const DevFormat& f, const In* x, DevQuant q, cudaStream_t s,
+                                    const KernelConfig& cfg) {
+  switch (token_quant_v(f, (int)sizeof(In), x, cfg)) {
+    case 32: launch_token_quant_regs_t<In, 32>(f, x, q, s, cfg); return "regs-32";
+    case 16: launch_token_quant_regs_t<In, 16>(f, x, q, s, cfg); return "regs-16";
+    default: return nullptr;
   }
-  if (token_v4_ok(f, 16, x)) {
-    launch_token_quant_v4_t<In, 16>(f, x, q, s);
-    return true;
-  }
-  return false;
 }
 
 template <int V, bool F16OUT>
-void launch_token_dequant_v4(const DevFormat& f, DevQuant q, void* out, cudaStream_t s) {
+void launch_token_dequant_regs(const DevFormat& f, DevQuant q, void* out, cudaStream_t s) {
   const int RPW = 32 / (int)(f.D / V);
   const int64_t warps = cdiv(f.N * f.T, (int64_t)RPW * 4);
   const unsigned grid = (unsigned)cdiv(warps, 8);
   auto go = [&](auto kern) { kern<<<grid, 256, 0, s>>>(f, q, out); };
   if (f.sym) {
     switch (f.bits) {
-      case 2: go(token_dequant_v4<V, true, 2, F16OUT>); break;
-      case 4: go(token_dequant_v4<V, true, 4, F16OUT>); break;
-      default: go(token_dequant_v4<V, true, 8, F16OUT>); break;
+      case 2: go(token_dequant_regs<V, true, 2, F16OUT>); break;
+      case 4: go(token_dequant_regs<V, true, 4, F16OUT>); break;
+      default: go(token_dequant_regs<V, true, 8, F16OUT>); break;
     }
   } else {
     switch (f.bits) {
-      case 2: go(token_dequant_v4<V, false, 2, F16OUT>); break;
-      case 4: go(token_dequant_v4<V, false, 4, F16OUT>); break;
-      default: go(token_dequant_v4<V, false, 8, F16OUT>); break;
+      case 2: go(token_dequant_regs<V, false, 2, F16OUT>); break;
+      case 4: go(token_dequant_regs<V, false, 4, F16OUT>); break;
+      default: go(token_dequant_regs<V, false, 8, F16OUT>); break;
     }
   }
-  check_launch("token_dequant_v4");
+  check_launch("token_dequant_regs");
 }
 
 bool token_warp_ok(const DevFormat& f, const void* x, int elem) {
@@ -465,9 +486,9 @@ bool token_warp_ok(const DevFormat& f, const void* x, int elem) {
 }
 
 template <class In>
-const char* quantize_token_t(const DevFormat& f, const In* x, DevQuant q, cudaStream_t s) {
-  if (launch_token_quant_v4<In>(f, x, q, s))
-    return token_quant_v(f, (int)sizeof(In), x) == 32 ? "v4-32" : "v4-16";
+const char* quantize_token_t(const DevFormat& f, const In* x, DevQuant q, cudaStream_t s,
+                             const KernelConfig& cfg) {
+  if (const char* label = launch_token_quant_regs<In>(f, x, q, s, cfg)) return label;
   if (token_warp_ok(f, x, (int)sizeof(In))) {
     constexpr int R = 4;
     const int64_t warps = cdiv(f.N * f.T, R);
@@ -486,19 +507,21 @@ const char* quantize_token_t(const DevFormat& f, const In* x, DevQuant q, cudaSt
 
 }  // namespace
 
-const char* quantize_token(const DevFormat& f, const void* x, InType in, DevQuant q, cudaStream_t s) {
-  if (in == InType::F16) return quantize_token_t(f, static_cast<const uint16_t*>(x), q, s);
-  return quantize_token_t(f, static_cast<const float*>(x), q, s);
+const char* quantize_token(const DevFormat& f, const void* x, InType in, DevQuant q, cudaStream_t s,
+                           const KernelConfig& cfg) {
+  if (in == InType::F16) return quantize_token_t(f, static_cast<const uint16_t*>(x), q, s, cfg);
+  return quantize_token_t(f, static_cast<const float*>(x), q, s, cfg);
 }
 
-const char* dequantize_token(const DevFormat& f, DevQuant q, void* out, OutType o, cudaStream_t s) {
-  if (o == OutType::F16 && token_v4_ok(f, 8, nullptr)) {
-    launch_token_dequant_v4<8, true>(f, q, out, s);
-    return "v4";
+const char* dequantize_token(const DevFormat& f, DevQuant q, void* out, OutType o, cudaStream_t s,
+                             const KernelConfig& cfg) {
+  if (o == OutType::F16 && token_regs_ok(f, 8, nullptr, cfg)) {
+    launch_token_dequant_regs<8, true>(f, q, out, s);
+    return "regs";
   }
-  if (o == OutType::F32 && token_v4_ok(f, 4, nullptr)) {
-    launch_token_dequant_v4<4, false>(f, q, out, s);
-    return "v4";
+  if (o == OutType::F32 && token_regs_ok(f, 4, nullptr, cfg)) {
+    launch_token_dequant_regs<4, false>(f, q, out, s);
+    return "regs";
   }
   if (token_warp_ok(f, nullptr, 1)) {
     constexpr int R = 4;

@@ -2,6 +2,7 @@
 // (KvlabRecipe from core/include/kvlab/recipe.h, never re-implemented here) and tile copies.
 #pragma once
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -26,7 +27,10 @@ __device__ __forceinline__ void load4(const uint16_t* x, int64_t i, float v[4]) 
 }
 __device__ __forceinline__ void load4(const float* x, int64_t i, float v[4]) {
   const float4 r = *reinterpret_cast<const float4*>(x + i);
-  v[0] = r.x, v[1] = r.y, v[2] = r.z, v[3] = r.w;
+  v[0] = r.x;
+  v[1] = r.y;
+  v[2] = r.z;
+  v[3] = r.w;
 }
 
 __device__ __forceinline__ void store_param(void* p, int64_t i, float v, int half) {
@@ -109,7 +113,10 @@ __device__ __forceinline__ void load_tile(float* tile, int pitch, const In* x, i
           if (pitch % 4 == 0) {
             *reinterpret_cast<float4*>(d) = make_float4(v[u][0], v[u][1], v[u][2], v[u][3]);
           } else {
-            d[0] = v[u][0], d[1] = v[u][1], d[2] = v[u][2], d[3] = v[u][3];
+            d[0] = v[u][0];
+            d[1] = v[u][1];
+            d[2] = v[u][2];
+            d[3] = v[u][3];
           }
         }
       }
@@ -205,18 +212,27 @@ inline int ilog2(int64_t v) {
   return l;
 }
 
+// Streaming multiprocessors of the current device, read once per device.
+inline int sm_count() {
+  constexpr int kMaxDevices = 64;
+  static std::atomic<int> cache[kMaxDevices] = {};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices) dev = 0;
+  int n = cache[dev].load(std::memory_order_relaxed);
+  if (n == 0) {
+    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n < 1) n = 1;
+    cache[dev].store(n, std::memory_order_relaxed);
+  }
+  return n;
+}
+
 // Blocks for a persistent launch: as many as fit on the device at once.
 template <class K>
 inline unsigned persistent_grid(K kern, int threads, int64_t work_blocks) {
-  static int sms = 0;
-  if (sms == 0) {
-    cudaDeviceProp p{};
-    cudaGetDeviceProperties(&p, 0);
-    sms = p.multiProcessorCount;
-  }
   int per_sm = 0;
   cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, threads, 0);
-  return (unsigned)std::max<int64_t>(1, std::min<int64_t>(work_blocks, (int64_t)std::max(per_sm, 1) * sms));
+  return (unsigned)std::max<int64_t>(
+      1, std::min<int64_t>(work_blocks, (int64_t)std::max(per_sm, 1) * sm_count()));
 }
 
 }  // namespace kvlab::gpu

@@ -1,23 +1,18 @@
 // Device-side data generation for the benchmark (hash-based, never zeros).
 #include "fastq.cuh"
+#include "kvlab/hash.h"
 #include "util.h"
 
 namespace kvlab::gpu {
 namespace {
 
-__device__ __forceinline__ uint32_t mix(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdull;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ull;
-  x ^= x >> 33;
-  return (uint32_t)x;
-}
+// The low 32 bits of MurmurHash3's finalizer (kvlab/hash.h, as validate.cpp's host data).
+__device__ __forceinline__ uint32_t hash32(uint64_t x) { return (uint32_t)murmur3_fmix64(x); }
 
 __global__ void fill_kernel(void* x, int64_t n, int64_t D, int half, uint64_t seed) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
        i += (int64_t)gridDim.x * blockDim.x) {
-    const uint32_t h = mix(i * 0x9e3779b97f4a7c15ull + seed);
+    const uint32_t h = hash32(i * kGoldenGamma + seed);
     // Roughly Gaussian (sum of uniforms); a few channels 8x larger, as keys have.
     const float u = ((h & 0x3ff) + ((h >> 10) & 0x3ff) + ((h >> 20) & 0x3ff)) / 1024.0f - 1.5f;
     const float v = ((i % D) % 16 == 3) ? 8.0f * u : u;
@@ -31,7 +26,7 @@ __global__ void fill_kernel(void* x, int64_t n, int64_t D, int half, uint64_t se
 }  // namespace
 
 void fill_random(void* x, int64_t n, int64_t D, bool half, uint64_t seed, cudaStream_t s) {
-  fill_kernel<<<132 * 16, 256, 0, s>>>(x, n, D, half ? 1 : 0, seed);
+  fill_kernel<<<sm_count() * 16, 256, 0, s>>>(x, n, D, half ? 1 : 0, seed);
   check_launch("fill_kernel");
 }
 
@@ -76,7 +71,7 @@ int64_t half_conversion_mismatches(int64_t* checked) {
   unsigned long long h[2] = {0, 0};
   if (cudaMalloc(&d, sizeof(h)) != cudaSuccess) throw std::runtime_error("kvlab-gpu: cudaMalloc failed");
   cudaMemset(d, 0, sizeof(h));
-  half_cvt_check<<<132 * 8, 256>>>(d, d + 1);
+  half_cvt_check<<<sm_count() * 8, 256>>>(d, d + 1);
   check_launch("half_cvt_check");
   const cudaError_t e = cudaMemcpy(h, d, sizeof(h), cudaMemcpyDeviceToHost);
   cudaFree(d);
@@ -92,14 +87,7 @@ int64_t half_conversion_mismatches(int64_t* checked) {
 namespace kvlab::gpu {
 namespace {
 
-__device__ __forceinline__ uint32_t hash32(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdull;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ull;
-  x ^= x >> 33;
-  return (uint32_t)x;
-}
+// hash32: above (kvlab/hash.h's murmur3_fmix64, low 32 bits).
 
 // fast_quot(a, s, RN(1/s)) against __fdiv_rn(a, s) for significands a, s in [1, 2): scale
 // index from the block, numerators: all 2^23 (per_scale == 0) or per_scale hashed ones.
@@ -215,10 +203,12 @@ __global__ void minmax_check(uint64_t n_random, uint64_t seed, unsigned long lon
   for (uint64_t i = tid; i < n_random; i += stride) {
     float a, b;
     if (i < 4) {
-      a = (i & 1) ? -0.0f : 0.0f, b = (i & 2) ? -0.0f : 0.0f;
+      a = (i & 1) ? -0.0f : 0.0f;
+      b = (i & 2) ? -0.0f : 0.0f;
     } else {
       const uint32_t u = hash32(seed + 2 * i), v = hash32(seed + 2 * i + 1);
-      a = __uint_as_float(u), b = (v & 3) == 0 ? -a : (v & 3) == 1 ? a : __uint_as_float(v);
+      a = __uint_as_float(u);
+      b = (v & 3) == 0 ? -a : (v & 3) == 1 ? a : __uint_as_float(v);
       if (!(a == a) || !(b == b)) continue;
     }
     nbad += float_bits(min_hw(a, b)) != float_bits(f_min(a, b));
@@ -258,7 +248,8 @@ int64_t fastdiv_mismatches(uint32_t per_scale, uint32_t scale_step, int64_t* che
     total_bad += run_check(
         &chk,
         [&](unsigned long long* b, unsigned long long* c) {
-          fastdiv_sweep<<<132 * 16, 256>>>(s0 * step, std::min(slice, n_scales - s0), step, per_scale, b, c);
+          fastdiv_sweep<<<sm_count() * 16, 256>>>(s0 * step, std::min(slice, n_scales - s0), step, per_scale,
+                                                  b, c);
         },
         "fastdiv_sweep");
     total_chk += chk;
@@ -267,7 +258,8 @@ int64_t fastdiv_mismatches(uint32_t per_scale, uint32_t scale_step, int64_t* che
   total_bad += run_check(
       &chk,
       [&](unsigned long long* b, unsigned long long* c) {
-        fastdiv_edges<<<132 * 8, 256>>>(per_scale == 0 ? (1ull << 30) : (uint64_t)per_scale << 10, 77, b, c);
+        fastdiv_edges<<<sm_count() * 8, 256>>>(per_scale == 0 ? (1ull << 30) : (uint64_t)per_scale << 10, 77,
+                                               b, c);
       },
       "fastdiv_edges");
   *checked = total_chk + chk;
@@ -278,7 +270,7 @@ int64_t minmax_mismatches(int64_t* checked) {
   return run_check(
       checked,
       [&](unsigned long long* b, unsigned long long* c) {
-        minmax_check<<<132 * 8, 256>>>(1ull << 28, 5, b, c);
+        minmax_check<<<sm_count() * 8, 256>>>(1ull << 28, 5, b, c);
       },
       "minmax_check");
 }

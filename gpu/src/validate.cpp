@@ -5,23 +5,17 @@
 #include <functional>
 #include <stdexcept>
 
+#include "kvlab/formats.h"
 #include "kvlab/half.h"
+#include "kvlab/hash.h"
 #include "kvlab_gpu/gpu.h"
 #include "util.h"
 
 namespace kvlab::gpu {
 namespace {
 
-uint64_t mix(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdull;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ull;
-  x ^= x >> 33;
-  return x;
-}
 double uniform(uint64_t seed, int64_t i) {
-  return (double)(mix(seed * 0x9e3779b97f4a7c15ull + (uint64_t)i) >> 11) * 0x1.0p-53;
+  return (double)(murmur3_fmix64(seed * kGoldenGamma + (uint64_t)i) >> 11) * 0x1.0p-53;
 }
 double gauss(uint64_t seed, int64_t i) {
   const double u1 = std::max(uniform(seed, 2 * i), 1e-300), u2 = uniform(seed ^ 0x55, 2 * i + 1);
@@ -81,7 +75,7 @@ Data adversarial(std::string name, std::vector<int64_t> shape, uint64_t seed) {
       std::move(name), std::move(shape),
       [seed](int64_t n, int64_t t, int64_t c, int64_t i) {
         if (t % 13 == 5) return 2.0f;  // constant token rows (per-token groups)
-        const uint64_t h = mix(seed + (uint64_t)i * 0x9e37ull);
+        const uint64_t h = murmur3_fmix64(seed + (uint64_t)i * 0x9e37ull);
         switch ((c + n) % 9) {
           case 0: return (float)(uniform(seed, i) * 8.0 - 4.0);
           case 1: return 0.5f * (float)(h % 7);  // grid 0..3 in halves: exact .5 ties
@@ -111,84 +105,89 @@ int64_t diff_bytes(const std::vector<T>& a, const std::vector<T>& b) {
   return m;
 }
 
-const char* kFormats[] = {
-    "scheme=sym,bits=8,axis=channel,group=all,params=fp32",
-    "scheme=sym,bits=8,axis=channel,group=32,params=fp16",
-    "scheme=asym,bits=2,axis=channel,group=32,params=fp16",
-    "scheme=asym,bits=4,axis=channel,group=32,params=fp32",
-    "scheme=asym,bits=8,axis=channel,group=all,params=fp16",
-    "scheme=asym,bits=2,axis=channel,group=128,params=fp16",
-    "scheme=asym,bits=4,axis=channel,group=128,params=fp32",
-    "scheme=asym,bits=3,axis=channel,group=all,params=fp32",
-    "scheme=asym,bits=2,axis=token,group=32,params=fp16",
-    "scheme=asym,bits=4,axis=token,group=all,params=fp32",
-    "scheme=asym,bits=8,axis=token,group=32,params=fp16",
-    "scheme=sym,bits=8,axis=token,group=all,params=fp32",
-    "scheme=asym,bits=2,axis=token,group=128,params=fp16",
-    "scheme=asym,bits=2,axis=channel,group=32,params=fp16,profile=kvlab,boost=0.125",
-    "scheme=asym,bits=4,axis=channel,group=32,params=fp32,profile=kvlab,boost=0.25",
-    "scheme=asym,bits=2,axis=channel,group=128,params=fp16,profile=kvlab,boost=0.125",
+// The CPU reference of one input, computed once for every kernel variant.
+struct Reference {
+  QuantizedTensor q;
+  std::string error;  // the CPU's std::invalid_argument, if it rejects the input
+  std::vector<float> f32;
+  std::vector<uint16_t> f16;
+  std::vector<uint8_t> codes;
 };
 
-// One row per kernel preset: the CPU reference is computed once, the GPU side per preset.
-void check(const Data& d, const QuantizerSpec& spec, bool half_in, const std::vector<std::string>& presets,
-           std::vector<ValidationRow>& rows) {
+Reference cpu_reference(const TensorView& x, const QuantizerSpec& spec) {
+  Reference r;
+  try {
+    r.q = kvlab::quantize(x, spec);
+  } catch (const std::invalid_argument& e) {
+    r.error = e.what();
+    return r;
+  }
+  r.f32 = kvlab::dequantize(r.q);
+  r.f16 = kvlab::dequantize_half(r.q);
+  r.codes = kvlab::unpack_codes(r.q);
+  return r;
+}
+
+// Rejections: both sides must agree. True when the row is complete (one side rejected).
+bool compare_rejections(const std::string& cpu_err, const std::string& gpu_err, ValidationRow& row) {
+  if (cpu_err.empty() && gpu_err.empty()) return false;
+  if (!cpu_err.empty() && !gpu_err.empty()) {
+    row.note = "both reject";
+  } else {
+    row.mismatches = 1;
+    row.note = cpu_err.empty() ? "GPU rejects: " + gpu_err : "CPU rejects, GPU accepts: " + cpu_err;
+  }
+  return true;
+}
+
+// Every byte of the GPU's packed tensor, and of its unpack + dequantize of the CPU's packed
+// tensor, against the reference.
+void compare_bytes(const Reference& ref, const QuantizedTensor& gq, const KernelConfig& cfg,
+                   ValidationRow& row) {
+  auto add = [&](int64_t bytes, int64_t mism) {
+    row.bytes += bytes;
+    row.mismatches += mism;
+  };
+  const QuantizedTensor& cpu = ref.q;
+  add((int64_t)cpu.codes.size(), diff_bytes(cpu.codes, gq.codes));
+  add((int64_t)cpu.scale.size() * 4, diff_bytes(cpu.scale, gq.scale));
+  add((int64_t)cpu.zero.size() * 4, diff_bytes(cpu.zero, gq.zero));
+  add((int64_t)cpu.high.size(), diff_bytes(cpu.high, gq.high));
+  add((int64_t)cpu.boost_index.size(), diff_bytes(cpu.boost_index, gq.boost_index));
+  const std::vector<float> g32 = gpu::dequantize(cpu, cfg);
+  add((int64_t)ref.f32.size() * 4, diff_bytes(ref.f32, g32));
+  for (size_t i = 0; i < ref.f32.size() && i < g32.size(); ++i)
+    row.max_abs_diff = std::max(row.max_abs_diff, (double)std::fabs(ref.f32[i] - g32[i]));
+  const std::vector<uint16_t> g16 = gpu::dequantize_half(cpu, cfg);
+  add((int64_t)ref.f16.size() * 2, diff_bytes(ref.f16, g16));
+  const std::vector<uint8_t> gc = gpu::unpack_codes(cpu, cfg);
+  add((int64_t)ref.codes.size(), diff_bytes(ref.codes, gc));
+}
+
+// One row per kernel variant: the CPU reference is computed once, the GPU side per variant.
+void check(const Data& d, const QuantizerSpec& spec, bool half_in,
+           const std::vector<const KernelVariant*>& variants, std::vector<ValidationRow>& rows) {
   const TensorView x =
       half_in ? TensorView{d.f16.data(), DType::F16, d.shape} : TensorView{d.f32.data(), DType::F32, d.shape};
-  QuantizedTensor cpu;
-  std::string cpu_err;
-  try {
-    cpu = kvlab::quantize(x, spec);
-  } catch (const std::invalid_argument& e) {
-    cpu_err = e.what();
-  }
-  std::vector<float> r32;
-  std::vector<uint16_t> r16;
-  std::vector<uint8_t> rc;
-  if (cpu_err.empty())
-    r32 = kvlab::dequantize(cpu), r16 = kvlab::dequantize_half(cpu), rc = kvlab::unpack_codes(cpu);
-  for (const std::string& preset : presets) {
-    use_kernel_preset(preset);
+  const Reference ref = cpu_reference(x, spec);
+  for (const KernelVariant* v : variants) {
     ValidationRow row{d.name, to_string(spec), half_in ? "f16" : "f32", "", numel(d.shape), 0, 0, 0.0, ""};
     QuantizedTensor gq;
     std::string gpu_err;
     try {
-      gq = gpu::quantize(x, spec, &row.variant);
+      gq = gpu::quantize(x, spec, v->config, &row.variant);
     } catch (const std::invalid_argument& e) {
       gpu_err = e.what();
     }
-    row.variant = preset + ":" + row.variant;
-    if (!cpu_err.empty() || !gpu_err.empty()) {
-      if (!cpu_err.empty() && !gpu_err.empty())
-        row.note = "both reject";
-      else {
-        row.mismatches = 1;
-        row.note = cpu_err.empty() ? "GPU rejects: " + gpu_err : "CPU rejects, GPU accepts: " + cpu_err;
-      }
-      rows.push_back(row);
-      continue;
-    }
-    auto add = [&](int64_t bytes, int64_t mism) {
-      row.bytes += bytes;
-      row.mismatches += mism;
-    };
-    add((int64_t)cpu.codes.size(), diff_bytes(cpu.codes, gq.codes));
-    add((int64_t)cpu.scale.size() * 4, diff_bytes(cpu.scale, gq.scale));
-    add((int64_t)cpu.zero.size() * 4, diff_bytes(cpu.zero, gq.zero));
-    add((int64_t)cpu.high.size(), diff_bytes(cpu.high, gq.high));
-    add((int64_t)cpu.boost_index.size(), diff_bytes(cpu.boost_index, gq.boost_index));
-    // Unpack + dequantize on the GPU from the CPU's packed tensor.
-    const std::vector<float> g32 = gpu::dequantize(cpu);
-    add((int64_t)r32.size() * 4, diff_bytes(r32, g32));
-    for (size_t i = 0; i < r32.size() && i < g32.size(); ++i)
-      row.max_abs_diff = std::max(row.max_abs_diff, (double)std::fabs(r32[i] - g32[i]));
-    const std::vector<uint16_t> g16 = gpu::dequantize_half(cpu);
-    add((int64_t)r16.size() * 2, diff_bytes(r16, g16));
-    const std::vector<uint8_t> gc = gpu::unpack_codes(cpu);
-    add((int64_t)rc.size(), diff_bytes(rc, gc));
+    row.variant = std::string(v->name) + ":" + row.variant;
+    if (!compare_rejections(ref.error, gpu_err, row)) compare_bytes(ref, gq, v->config, row);
     rows.push_back(row);
   }
-  use_kernel_preset("v4");
+}
+
+bool format_selected(const FormatEntry& e, const std::string& only) {
+  return only.empty() || std::string(e.name).find(only) != std::string::npos ||
+         std::string(e.spec).find(only) != std::string::npos;
 }
 
 ValidationRow arith_row(const char* name, const char* what, ArithCheck c) {
@@ -198,7 +197,9 @@ ValidationRow arith_row(const char* name, const char* what, ArithCheck c) {
 
 }  // namespace
 
-std::vector<ValidationRow> validate(const ValidateOptions& opt) {
+namespace {
+
+std::vector<Data> validation_data(const ValidateOptions& opt) {
   std::vector<Data> data;
   data.push_back(make(
       "random", {2, 3, 300, 128},
@@ -206,8 +207,9 @@ std::vector<ValidationRow> validate(const ValidateOptions& opt) {
       false));
   data.push_back(adversarial("adversarial", {2, 2, 77, 72}, opt.seed));
   data.push_back(adversarial("adversarial-odd", {1, 3, 45, 50}, opt.seed + 1));
-  // T = 368 = 23 * 16: the v4 kernels' shapes with a short last group / page (112 of 128 tokens,
-  // 16 of 32) and a v4-2pass whole-axis group whose token lanes are not a power of two.
+  // T = 368 = 23 * 16: the register-tile kernels' shapes with a short last group / page (112 of
+  // 128 tokens, 16 of 32) and a regs-2pass whole-axis group whose token lanes are not a power
+  // of two.
   data.push_back(make(
       "random-368", {2, 2, 368, 128},
       [&](int64_t, int64_t, int64_t, int64_t i) { return (float)(uniform(opt.seed + 5, i) * 6.0 - 2.0); },
@@ -225,41 +227,57 @@ std::vector<ValidationRow> validate(const ValidateOptions& opt) {
     for (size_t i = 0; i < e.values.size(); ++i) d.f16[i] = float_to_half(e.values[i]);
     data.push_back(std::move(d));
   }
+  return data;
+}
+
+// The device's fp16 conversions and fastq.cuh's shortcuts, proven on the device.
+void arithmetic_rows(const ValidateOptions& opt, std::vector<ValidationRow>& rows) {
+  // hardware cvt against half.h's integer reference
+  ValidationRow r{"exhaustive",
+                  "fp16-cvt:hw+F2FP-pack-vs-soft,all-65536-halves+all-2^32-floats(x3),no-NaN",
+                  "-",
+                  "cvt",
+                  0,
+                  0,
+                  0,
+                  0.0,
+                  ""};
+  int64_t checked = 0;
+  r.mismatches = half_conversion_mismatches(&checked);
+  r.elements = checked;
+  r.bytes = checked;
+  rows.push_back(r);
+  // Markstein quotient vs __fdiv_rn, and hardware min/max vs the total order
+  if (opt.exhaustive_div)
+    rows.push_back(arith_row("exhaustive", "fastdiv:all-2^23-scales-x-all-2^23-numerators+2^30-edge-codes",
+                             check_fast_division(0)));
+  else
+    rows.push_back(arith_row("fastdiv", "fastdiv:all-2^23-scales-x-2^16-numerators+2^26-edge-codes",
+                             check_fast_division(1u << 16)));
+  rows.push_back(
+      arith_row("minmax", "HMNMX2:all-half-pairs,FMNMX:signed-zeros+2^28-random-pairs", check_hw_minmax()));
+}
+
+}  // namespace
+
+std::vector<ValidationRow> validate(const ValidateOptions& opt) {
+  const std::vector<const KernelVariant*> variants = select_kernel_variants(opt.presets);
   std::vector<ValidationRow> rows;
-  if (!opt.small) {  // the device's fp16 conversions (hardware cvt) against half.h's integer reference
-    ValidationRow r{"exhaustive",
-                    "fp16-cvt:hw+F2FP-pack-vs-soft,all-65536-halves+all-2^32-floats(x3),no-NaN",
-                    "-",
-                    "cvt",
-                    0,
-                    0,
-                    0,
-                    0.0,
-                    ""};
-    int64_t checked = 0;
-    r.mismatches = half_conversion_mismatches(&checked);
-    r.elements = checked;
-    r.bytes = checked;
-    rows.push_back(r);
-    // fastq.cuh: Markstein quotient vs __fdiv_rn, and hardware min/max vs the total order.
-    if (opt.exhaustive_div)
-      rows.push_back(arith_row("exhaustive", "fastdiv:all-2^23-scales-x-all-2^23-numerators+2^30-edge-codes",
-                               check_fast_division(0)));
-    else
-      rows.push_back(arith_row("fastdiv", "fastdiv:all-2^23-scales-x-2^16-numerators+2^26-edge-codes",
-                               check_fast_division(1u << 16)));
-    rows.push_back(
-        arith_row("minmax", "HMNMX2:all-half-pairs,FMNMX:signed-zeros+2^28-random-pairs", check_hw_minmax()));
-  }
+  if (!opt.small) arithmetic_rows(opt, rows);
   if (opt.arith_only) return rows;
-  const std::vector<std::string> presets = opt.presets.empty() ? kernel_presets() : opt.presets;
+  const std::vector<Data> data = validation_data(opt);
+  for (const FormatEntry& e : kFormats) {  // formats without GPU kernels: one visible row each
+    if (e.gpu || !format_selected(e, opt.only)) continue;
+    rows.push_back({"-", to_string(parse_quantizer(e.spec)), "-", "-", 0, 0, 0, 0.0,
+                    std::string("CPU only: no GPU kernels (") + e.name + ")"});
+  }
   for (const Data& d : data)
-    for (const char* s : kFormats) {
-      if (!opt.only.empty() && std::string(s).find(opt.only) == std::string::npos) continue;
-      const QuantizerSpec spec = parse_quantizer(s);
+    for (const FormatEntry& e : kFormats) {
+      if (!e.gpu || !format_selected(e, opt.only)) continue;
+      const QuantizerSpec spec = parse_quantizer(e.spec);
       const int64_t L = spec.axis == Axis::Channel ? d.shape[d.shape.size() - 2] : d.shape.back();
       if (spec.group > L) continue;  // group larger than this shape's axis: not a case
-      for (bool half_in : {true, false}) check(d, spec, half_in, presets, rows);
+      for (bool half_in : {true, false}) check(d, spec, half_in, variants, rows);
     }
   return rows;
 }
@@ -277,11 +295,11 @@ ArithCheck check_hw_minmax() {
 }
 
 void print_validation(const std::vector<ValidationRow>& rows, std::FILE* out) {
-  std::fprintf(out, "%-16s %-70s %-3s %-16s %10s %12s %10s %10s  %s\n", "data", "format", "in", "kernel",
+  std::fprintf(out, "%-16s %-70s %-3s %-28s %10s %12s %10s %10s  %s\n", "data", "format", "in", "kernel",
                "elements", "bytes", "mismatch", "max|diff|", "note");
   int64_t bad = 0;
   for (const auto& r : rows) {
-    std::fprintf(out, "%-16s %-70s %-3s %-16s %10lld %12lld %10lld %10.3g  %s\n", r.data.c_str(),
+    std::fprintf(out, "%-16s %-70s %-3s %-28s %10lld %12lld %10lld %10.3g  %s\n", r.data.c_str(),
                  r.format.c_str(), r.input.c_str(), r.variant.c_str(), (long long)r.elements,
                  (long long)r.bytes, (long long)r.mismatches, r.max_abs_diff, r.note.c_str());
     bad += r.mismatches;

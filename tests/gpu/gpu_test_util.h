@@ -16,8 +16,8 @@
 
 namespace kvlab::gpu::test {
 
-// Kernel presets to check: all, or the comma list in KVLAB_GPU_TEST_PRESETS (scripts/gpu_check.sh
-// narrows it under compute-sanitizer to the presets with new memory access patterns).
+// Kernel variants to check (kKernelVariants names or former preset names): all, or the comma
+// list in KVLAB_GPU_TEST_PRESETS (scripts/gpu_check.sh narrows it under compute-sanitizer).
 inline std::vector<std::string> test_presets() {
   std::vector<std::string> out;
   const char* e = std::getenv("KVLAB_GPU_TEST_PRESETS");

@@ -7,9 +7,11 @@
 #include <string>
 #include <vector>
 
+#include "kvlab/enum_names.h"
 #include "kvlab/quantizer.h"
 #include "kvlab/spec.h"
 #include "kvlab/tensor.h"
+#include "kvlab_gpu/kernel_config.h"
 
 namespace kvlab::gpu {
 
@@ -17,21 +19,43 @@ namespace kvlab::gpu {
 std::string device_problem();
 std::string device_name();
 
-// GPU versions of core's functions: same inputs, same outputs, byte for byte.
-// `variant` (optional) receives the kernel path that ran ("tile", "two-pass", "page").
-QuantizedTensor quantize(const TensorView& x, const QuantizerSpec& spec, std::string* variant = nullptr);
-std::vector<float> dequantize(const QuantizedTensor& q);
-std::vector<uint16_t> dequantize_half(const QuantizedTensor& q);
-std::vector<uint8_t> unpack_codes(const QuantizedTensor& q);
+// GPU versions of core's functions: same inputs, same outputs, byte for byte, for every
+// KernelConfig. `variant` (optional) receives the kernel path that ran ("regs", "tile", ...).
+QuantizedTensor quantize(const TensorView& x, const QuantizerSpec& spec, const KernelConfig& cfg = {},
+                         std::string* variant = nullptr);
+std::vector<float> dequantize(const QuantizedTensor& q, const KernelConfig& cfg = {});
+std::vector<uint16_t> dequantize_half(const QuantizedTensor& q, const KernelConfig& cfg = {});
+std::vector<uint8_t> unpack_codes(const QuantizedTensor& q, const KernelConfig& cfg = {});
 
-// Kernel variants, process-wide: "v4" (default: fastest validated kernels), "v4-ieee" (v4
-// kernels with the recipe's IEEE division), "v4-keys" (v4 with order-key min/max), "v4-alt"
-// (runner-up shapes), "v4-tcl1" (dequantize with one token lane per channel chunk), "v3" (the
-// previous kernels). bench times them side by side; validate checks every one.
-std::vector<std::string> kernel_presets();
-void use_kernel_preset(const std::string& name);  // std::invalid_argument if unknown
+// The kKernelVariants entry named `name` (or its former preset name); std::invalid_argument
+// naming the choices otherwise (and where a retired runner-up went).
+const KernelVariant& find_kernel_variant(const std::string& name);
+// The entries named in `names` (every entry when empty), in table order.
+std::vector<const KernelVariant*> select_kernel_variants(const std::vector<std::string>& names);
+// One line per variant ("  name (was alias): what it changes; note"), for --help and usage.
+std::string kernel_variant_help();
+// "quantize, dequantize" / "channel, token, boost": what a variant's kernels differ in.
+std::string direction_names(unsigned directions);
+std::string layout_names(unsigned layouts);
 
-// Device arithmetic proofs behind the v4 kernels (gpu/src/fastq.cuh), run on the device.
+}  // namespace kvlab::gpu
+
+namespace kvlab {
+template <>
+struct EnumNames<gpu::KernelDirection> {
+  static constexpr EnumName<gpu::KernelDirection> names[] = {{gpu::kQuantize, "quantize"},
+                                                             {gpu::kDequantize, "dequantize"}};
+};
+template <>
+struct EnumNames<gpu::KernelLayout> {
+  static constexpr EnumName<gpu::KernelLayout> names[] = {
+      {gpu::kChannel, "channel"}, {gpu::kToken, "token"}, {gpu::kBoost, "boost"}};
+};
+}  // namespace kvlab
+
+namespace kvlab::gpu {
+
+// Device arithmetic proofs behind the register-tile kernels (gpu/src/fastq.cuh), run on the device.
 struct ArithCheck {
   int64_t checked = 0;
   int64_t mismatches = 0;
@@ -67,8 +91,8 @@ struct ValidateOptions {
   bool small = false;                // skip the llama3-sized data (for compute-sanitizer runs)
   bool exhaustive_div = false;       // fastdiv row over all 2^46 significand pairs (~1 minute on an H200)
   bool arith_only = false;           // only the device-arithmetic rows (fp16-cvt, fastdiv, minmax)
-  std::vector<std::string> presets;  // kernel presets to check (empty: all)
-  std::string only;                  // formats whose spec contains this text (empty: all)
+  std::vector<std::string> presets;  // kKernelVariants names or aliases to check (empty: all)
+  std::string only;                  // kFormats entries whose name or spec contains this text (empty: all)
   uint64_t seed = 1;
   std::vector<NamedData> extra;
 };
@@ -83,8 +107,8 @@ struct BenchOptions {
   int64_t elements = int64_t(1) << 29;  // 1 GiB of fp16 input (2 GiB of fp32)
   int reps = 50;
   int warmup = 5;
-  std::string only;                  // run formats whose spec contains this text
-  std::vector<std::string> presets;  // kernel presets (empty: all)
+  std::string only;                  // kFormats entries whose name or spec contains this text
+  std::vector<std::string> presets;  // kKernelVariants names or aliases (empty: all)
 };
 struct BenchResult {
   std::string device;
@@ -94,8 +118,9 @@ struct BenchResult {
 BenchResult bench(const BenchOptions& opt);
 void print_bench(const BenchResult& r, std::FILE* out);
 
-// Exit statuses of the command-line entry points.
+// Exit statuses of the command-line entry points (0: ok).
 constexpr int kExitMismatch = 1;
 constexpr int kExitNoDevice = 2;
+constexpr int kExitUsage = 3;
 
 }  // namespace kvlab::gpu

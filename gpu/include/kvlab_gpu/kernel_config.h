@@ -1,0 +1,68 @@
+// Which GPU kernels run, as an explicit value: gpu::quantize / dequantize take a KernelConfig
+// and pass it down to the launchers (no process-wide state). kKernelVariants is the one list
+// of named configurations: help text, `validate` (checks every one), `bench` (times them side
+// by side) and tests/gpu iterate it. C++17 (the .cu files include it).
+#pragma once
+
+namespace kvlab::gpu {
+
+struct KernelConfig {
+  // Register-tile kernels where the shape allows them (else the tile / vec / warp / page
+  // kernels, which every shape can take). false: the tile / vec / warp / page kernels on every
+  // shape, so validate checks them on all data, not only on the shapes that need them.
+  bool fast_kernels = true;
+  // Register-tile and radix-page quantize: reciprocal + Markstein quotient (fastq.cuh);
+  // false: the recipe's per-element IEEE division.
+  bool fast_div = true;
+  // Register-tile and radix-page quantize: hardware min/max (FMNMX, HMNMX2); false: order keys.
+  bool hw_minmax = true;
+};
+
+// What a variant changes, as bit masks (a variant that changes nothing else needs no rows).
+enum KernelDirection : unsigned { kQuantize = 1u, kDequantize = 2u };
+enum KernelLayout : unsigned { kChannel = 1u, kToken = 2u, kBoost = 4u };
+
+struct KernelVariant {
+  const char* name;     // --preset NAME
+  const char* alias;    // the former preset name, still accepted
+  KernelConfig config;  //
+  unsigned directions;  // KernelDirection bits whose kernels differ from the default
+  unsigned layouts;     // KernelLayout bits whose kernels differ from the default
+  const char* note;     // one line for help text
+};
+
+namespace variant_configs {
+constexpr KernelConfig fallback_kernels() {
+  KernelConfig c;
+  c.fast_kernels = false;
+  return c;
+}
+constexpr KernelConfig ieee_division() {
+  KernelConfig c;
+  c.fast_div = false;
+  return c;
+}
+constexpr KernelConfig order_key_minmax() {
+  KernelConfig c;
+  c.hw_minmax = false;
+  return c;
+}
+}  // namespace variant_configs
+
+// The first entry is the default. Runner-up shapes that lost on the H200 (token quantize with
+// streaming loads or 16 per lane for fp16, dequantize with 1 or 4 token lanes, Kitty codes in
+// grouped channel order) live in gpu/dev/, each with its own validate and bench.
+// clang-format off
+inline constexpr KernelVariant kKernelVariants[] = {
+  {"default",          "v4",      KernelConfig{},                       kQuantize | kDequantize, kChannel | kToken | kBoost,
+   "fastest validated kernels: register tiles, Markstein quotient, hardware min/max"},
+  {"ieee-div",         "v4-ieee", variant_configs::ieee_division(),     kQuantize,               kChannel | kToken | kBoost,
+   "default kernels with the recipe's IEEE division: proves the fast quotient gives the same bytes"},
+  {"order-key-minmax", "v4-keys", variant_configs::order_key_minmax(),  kQuantize,               kChannel | kToken | kBoost,
+   "default kernels with order-key min/max: proves FMNMX/HMNMX2 give the same bytes"},
+  {"fallback",         "v3",      variant_configs::fallback_kernels(),  kQuantize | kDequantize, kChannel | kToken | kBoost,
+   "tile/vec/warp/page kernels on every shape (what odd shapes run); the run-4 kernels"},
+};
+// clang-format on
+
+}  // namespace kvlab::gpu
