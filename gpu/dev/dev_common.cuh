@@ -100,24 +100,8 @@ struct Buffer {
   Buffer& operator=(const Buffer&) = delete;
 };
 
-// DevFormat of a quantized tensor (the same fields as gpu/src/api.cpp's make_format).
-inline DevFormat dev_format(const QuantizedTensor& q) {
-  DevFormat f;
-  f.T = q.tokens();
-  f.D = q.dims();
-  f.N = q.slices();
-  f.G = q.group;
-  f.bits = q.spec.bits;
-  f.sym = q.spec.scheme == Scheme::Sym;
-  f.channel = q.spec.axis == Axis::Channel;
-  f.half_params = q.spec.params == ParamType::F16;
-  f.boost = q.spec.boosted();
-  f.k = q.boost_k;
-  const int64_t L = f.channel ? f.T : f.D;
-  f.groups = (L + f.G - 1) / f.G;
-  f.row_bytes = packed_bytes(L, f.bits);
-  return f;
-}
+// DevFormat of a quantized tensor: core's layout.
+inline DevFormat dev_format(const QuantizedTensor& q) { return layout_of(q); }
 
 // Device copies of a packed tensor's arrays.
 struct DeviceTensor {

@@ -94,43 +94,14 @@ std::string device_name() {
          std::to_string(p.multiProcessorCount) + " SMs, " + std::to_string(p.totalGlobalMem >> 20) + " MiB)";
 }
 
-DevFormat make_format(const std::vector<int64_t>& shape, const QuantizerSpec& spec, int group, int boost_k) {
+DevFormat make_format(const std::vector<int64_t>& shape, const QuantizerSpec& spec) {
   if (spec.profile != Profile::Kvlab)
     throw std::invalid_argument(std::string("kvlab-gpu: profile=") + to_string(spec.profile) +
                                 " has no GPU kernels; only the default kvlab profile does");
-  DevFormat f;
-  f.T = shape[shape.size() - 2];
-  f.D = shape.back();
-  f.N = 1;
-  for (size_t i = 0; i + 2 < shape.size(); ++i) f.N *= shape[i];
-  f.G = group;
-  f.bits = spec.bits;
-  f.sym = spec.scheme == Scheme::Sym;
-  f.channel = spec.axis == Axis::Channel;
-  f.half_params = spec.params == ParamType::F16;
-  f.boost = spec.boosted();
-  f.k = boost_k;
-  const int64_t L = f.channel ? f.T : f.D;
-  f.groups = (L + f.G - 1) / f.G;
-  f.row_bytes = packed_bytes(L, f.bits);
-  return f;
+  return make_layout(shape, spec);
 }
 
-DevFormat make_format(const QuantizedTensor& q) { return make_format(q.shape, q.spec, q.group, q.boost_k); }
-
-int resolve_group(const std::vector<int64_t>& shape, const QuantizerSpec& spec) {
-  validate(spec);
-  if (shape.size() < 2)
-    throw std::invalid_argument("kvlab-gpu: input of shape " + shape_string(shape) + " needs (..., T, D)");
-  if (numel(shape) == 0)
-    throw std::invalid_argument("kvlab-gpu: input of shape " + shape_string(shape) + " is empty");
-  const int64_t L = spec.axis == Axis::Channel ? shape[shape.size() - 2] : shape.back();
-  if (spec.group > L)
-    throw std::invalid_argument("kvlab-gpu: group=" + std::to_string(spec.group) +
-                                " is larger than the axis it groups (" + std::to_string(L) +
-                                ") of input shape " + shape_string(shape));
-  return spec.group == kWholeAxis ? (int)L : spec.group;
-}
+DevFormat make_format(const QuantizedTensor& q) { return make_format(q.shape, q.spec); }
 
 DeviceQuant::DeviceQuant(const DevFormat& fmt) : f(fmt) {
   codes = DeviceBuffer(f.codes_bytes() + 16);
@@ -255,10 +226,10 @@ QuantizedTensor quantized_header(const TensorView& x, const QuantizerSpec& spec)
   QuantizedTensor q;
   q.spec = spec;
   q.shape = x.shape;
-  q.group = resolve_group(x.shape, spec);
-  if (spec.boosted()) q.boost_k = boost_count((int)q.dims(), spec.boost);
-  if (q.boost_k > 254) throw std::invalid_argument("kvlab-gpu: boost of more than 254 channels");
-  check_finite(x, "kvlab-gpu quantize: input");
+  check_input(x, spec, "kvlab-gpu quantize");  // core's shape checks and messages
+  const PackedLayout lo = make_layout(x.shape, spec);
+  q.group = lo.G;
+  q.boost_k = lo.k;
   return q;
 }
 

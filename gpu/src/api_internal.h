@@ -34,8 +34,8 @@ struct DeviceQuant {
   DevQuant view() const;
 };
 
-int resolve_group(const std::vector<int64_t>& shape, const QuantizerSpec& spec);
-DevFormat make_format(const std::vector<int64_t>& shape, const QuantizerSpec& spec, int group, int boost_k);
+// core's make_layout, for the profiles that have kernels (std::invalid_argument otherwise).
+DevFormat make_format(const std::vector<int64_t>& shape, const QuantizerSpec& spec);
 DevFormat make_format(const QuantizedTensor& q);
 const char* run_quantize(const DevFormat& f, const void* x, InType in, DevQuant q, cudaStream_t s,
                          const KernelConfig& cfg);

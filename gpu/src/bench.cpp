@@ -124,8 +124,7 @@ BenchResult bench(const BenchOptions& opt) {
         std::string(e.spec).find(opt.only) == std::string::npos)
       continue;
     const QuantizerSpec spec = parse_quantizer(e.spec);
-    const int group = resolve_group(shape, spec);
-    const DevFormat f = make_format(shape, spec, group, spec.boosted() ? boost_count((int)D, spec.boost) : 0);
+    const DevFormat f = make_format(shape, spec);
     DeviceQuant q(f);
     for (const KernelVariant* v : variants) bench_variant(opt, to_string(spec), f, q, *v, in, r);
   }

@@ -1,46 +1,18 @@
-// Device-side description of one packed format and the kernel launchers (C++17: nvcc compiles
-// this next to core's shared headers; the host API in api.cpp fills it from a QuantizerSpec).
+// Device pointers of one packed tensor and the kernel launchers (C++17: nvcc compiles this next
+// to core's shared headers; the host API in api.cpp fills them from a QuantizerSpec).
 #pragma once
 #include <cstdint>
 
 #include <cuda_runtime.h>
 
+#include "kvlab/layout.h"
 #include "kvlab_gpu/kernel_config.h"
-
-#if defined(__CUDACC__)
-#define KVG_HD __host__ __device__
-#else
-#define KVG_HD
-#endif
 
 namespace kvlab::gpu {
 
-struct DevFormat {
-  int64_t N = 0, T = 0, D = 0;  // slices, tokens, channels
-  int G = 0;                    // resolved group (boost: page tokens)
-  int bits = 0;
-  int sym = 0;            // scheme=sym (no zero array)
-  int channel = 1;        // axis=channel
-  int half_params = 0;    // scale/zero stored as fp16 bits (else fp32)
-  int boost = 0;          // Kitty key pages
-  int k = 0;              // boosted channels per page
-  int64_t groups = 0;     // groups per row (plain); pages (boost)
-  int64_t row_bytes = 0;  // plain: packed bytes per row
-  KVG_HD int64_t rows() const { return channel ? D : T; }
-  // boost pages
-  KVG_HD int64_t last() const { return T - (groups - 1) * G; }
-  KVG_HD int64_t page_tokens(int64_t p) const { return p + 1 < groups ? G : last(); }
-  KVG_HD int64_t nb(int64_t len, int b) const { return (len * b + 7) / 8; }
-  KVG_HD int64_t slice_low() const { return (groups - 1) * D * nb(G, bits) + D * nb(last(), bits); }
-  KVG_HD int64_t slice_high() const { return (groups - 1) * k * nb(G, 2) + k * nb(last(), 2); }
-  // element counts of each array
-  int64_t codes_bytes() const { return boost ? N * slice_low() : N * rows() * row_bytes; }
-  int64_t high_bytes() const { return boost ? N * slice_high() : 0; }
-  int64_t index_bytes() const { return boost ? N * groups * D : 0; }
-  int64_t n_params() const { return boost ? N * groups * D : N * rows() * groups; }
-  int64_t param_size() const { return half_params ? 2 : 4; }
-  bool has_zero() const { return !sym; }
-};
+// The packed geometry is core's PackedLayout (kvlab/layout.h): one description for the CPU
+// reference and the kernels. A GPU format is that struct plus the device pointers below.
+using DevFormat = PackedLayout;
 
 struct DevQuant {
   uint8_t* codes = nullptr;  // plain codes or boost low plane

@@ -32,8 +32,12 @@ struct PackedLayout {
   KV_HD int64_t page_tokens(int64_t p) const { return p + 1 < groups ? G : last(); }
   KV_HD int64_t page_low_bytes(int64_t len) const { return D * packed_bytes(len, bits); }
   KV_HD int64_t page_high_bytes(int64_t len) const { return k * packed_bytes(len, 2); }
-  KV_HD int64_t slice_low() const { return (groups - 1) * page_low_bytes(G) + page_low_bytes(last()); }
-  KV_HD int64_t slice_high() const { return (groups - 1) * page_high_bytes(G) + page_high_bytes(last()); }
+  KV_HD int64_t slice_low() const {
+    return (groups - 1) * D * packed_bytes(G, bits) + D * packed_bytes(last(), bits);
+  }
+  KV_HD int64_t slice_high() const {
+    return (groups - 1) * k * packed_bytes(G, 2) + k * packed_bytes(last(), 2);
+  }
   KV_HD int64_t page_low(int64_t p) const { return p * page_low_bytes(G); }
   KV_HD int64_t page_high(int64_t p) const { return p * page_high_bytes(G); }
 
