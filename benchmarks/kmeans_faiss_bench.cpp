@@ -69,7 +69,10 @@ std::vector<std::vector<float>> run_kvlab(const std::vector<std::vector<float>>&
                                           int64_t k, int iters, int threads,
                                           kvlab::KMeansSplit split = kvlab::KMeansSplit::Largest) {
   kvlab::KMeansParams p;
-  p.k = k, p.iters = iters, p.threads = threads, p.split = split;
+  p.k = k;
+  p.iters = iters;
+  p.threads = threads;
+  p.split = split;
   std::vector<std::vector<float>> out;
   if (xs.size() == 1) {
     out.push_back(kvlab::kmeans(xs[0].data(), n, d, p, nullptr, c0[0].data()).centroids);

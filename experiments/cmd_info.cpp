@@ -61,7 +61,10 @@ HeadStats head_stats(const Tensor& x, double factor) {
     for (int64_t c = 0; c < D; ++c) {
       const double a = std::fabs(x.data[t * D + c]);
       s.channel[c] += a;
-      if (a > s.max) s.max = a, s.max_channel = c;
+      if (a > s.max) {
+        s.max = a;
+        s.max_channel = c;
+      }
     }
   for (double& m : s.channel) m /= (double)T;
   s.mean = std::accumulate(s.channel.begin(), s.channel.end(), 0.0) / (double)D;

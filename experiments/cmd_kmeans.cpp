@@ -21,11 +21,13 @@ struct KMeansArgs {
 std::vector<float> read_matrix(const std::string& path, const char* what, int64_t& rows, int64_t& cols) {
   const NpyArray a = read_npy(path);
   const TensorView v = as_tensor(a, path);
-  if (v.shape.size() == 1)
-    rows = v.shape[0], cols = 1;
-  else if (v.shape.size() == 2)
-    rows = v.shape[0], cols = v.shape[1];
-  else
+  if (v.shape.size() == 1) {
+    rows = v.shape[0];
+    cols = 1;
+  } else if (v.shape.size() == 2) {
+    rows = v.shape[0];
+    cols = v.shape[1];
+  } else
     throw std::invalid_argument(std::string(what) + " '" + path + "': shape " + shape_string(v.shape) +
                                 " is not (n, d)");
   std::vector<float> x(v.numel());
@@ -61,8 +63,11 @@ void run(KMeansArgs a) {
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   std::vector<float> obj, times, imb;
-  for (const auto& s : r.iterations)
-    obj.push_back(s.objective), times.push_back(s.time_s), imb.push_back(s.imbalance);
+  for (const auto& s : r.iterations) {
+    obj.push_back(s.objective);
+    times.push_back(s.time_s);
+    imb.push_back(s.imbalance);
+  }
   std::vector<uint8_t> assign_bytes(r.assign.size() * 4);
   std::memcpy(assign_bytes.data(), r.assign.data(), assign_bytes.size());
   NpyArray assign{"<i4", {n}, std::move(assign_bytes)};

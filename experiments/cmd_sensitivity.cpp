@@ -77,7 +77,11 @@ void run(const SensArgs& a) {
   if (a.out.empty())
     throw std::invalid_argument("--out: give the CSV path (pictures are written next to it)");
   SensitivityOptions o;
-  o.bits = a.bits, o.group = a.group, o.sink = a.sink, o.threads = a.threads, o.naive = a.naive;
+  o.bits = a.bits;
+  o.group = a.group;
+  o.sink = a.sink;
+  o.threads = a.threads;
+  o.naive = a.naive;
   o.params = a.params == "fp32" ? ParamType::F32 : ParamType::F16;
   o.queries = parse_queries(a.queries);
   if (!a.layers.empty()) o.layers = parse_layers(a.layers);
@@ -94,7 +98,10 @@ void run(const SensArgs& a) {
   for (const RankingRow& x : r.rankings) {
     std::string ks, rec;
     for (size_t i = 0; i < x.ks.size(); ++i) {
-      if (i) ks += '/', rec += '/';  // appends: `(i ? "/" : "") + ...` trips GCC 12's -Wrestrict
+      if (i) {
+        ks += '/';
+        rec += '/';
+      }  // appends: `(i ? "/" : "") + ...` trips GCC 12's -Wrestrict
       ks += std::to_string(x.ks[i]);
       rec += std::isnan(x.recall[i]) ? std::string("-") : fixed(x.recall[i], 2);
     }

@@ -68,8 +68,10 @@ void train(const TrainArgs& a) {
         const VQCodebooks cb = vq_train(xh, T, D, spec, p);
         books.insert(books.end(), cb.data.begin(), cb.data.end());
         const auto xhat = vq_decode(cb, vq_encode(cb, xh, T, a.threads).data(), T);
-        for (int64_t i = 0; i < T * D; ++i)
-          sq += (double)(xh[i] - xhat[i]) * (xh[i] - xhat[i]), ref += (double)xh[i] * xh[i];
+        for (int64_t i = 0; i < T * D; ++i) {
+          sq += (double)(xh[i] - xhat[i]) * (xh[i] - xhat[i]);
+          ref += (double)xh[i] * xh[i];
+        }
       }
     }
     f.books.push_back(std::move(books));
@@ -118,9 +120,14 @@ void reorder(const ReorderArgs& a) {
         all_usage.insert(all_usage.end(), u.begin(), u.end());
         for (int64_t b = 0; b < (int64_t)u.size() / K; ++b) {
           const CacheLevels c = cache_levels(&u[b * K], K, entry_bytes, a.reg_bytes, a.smem_bytes);
-          hot += c.hot, s_reg += c.share_reg, s_sh += c.share_shared, s_gl += c.share_global;
+          hot += c.hot;
+          s_reg += c.share_reg;
+          s_sh += c.share_shared;
+          s_gl += c.share_global;
           top16 += c.coverage[std::min<int64_t>(15, K - 1)];
-          n_reg = c.n_reg, n_sh = c.n_shared, ++books;
+          n_reg = c.n_reg;
+          n_sh = c.n_shared;
+          ++books;
         }
       }
     }

@@ -259,7 +259,8 @@ KMeansResult kmeans(const float* x, int64_t n, int64_t d, const KMeansParams& p,
       std::copy(x + idx[i] * d, x + (idx[i] + 1) * d, &sx[i * d]);
       if (w) sw[i] = w[idx[i]];
     }
-    tx = sx.data(), tw = w ? sw.data() : nullptr;
+    tx = sx.data();
+    tw = w ? sw.data() : nullptr;
   }
   res.trained_points = tn;
 
@@ -271,7 +272,8 @@ KMeansResult kmeans(const float* x, int64_t n, int64_t d, const KMeansParams& p,
     const double obj = final_step.objective(run.centroids);
     res.restart_objectives.push_back(obj);
     if (r == 0 || obj < res.objective) {
-      res.objective = obj, res.best_restart = r;
+      res.objective = obj;
+      res.best_restart = r;
       res.centroids = std::move(run.centroids);
       res.iterations = std::move(run.iterations);
       res.assign = final_step.assign;

@@ -14,7 +14,9 @@ typedef float vf __attribute__((vector_size(64), aligned(4)));
 typedef int32_t vi __attribute__((vector_size(64), aligned(4)));
 
 void CentroidPack::build(const float* c, int64_t k_, int64_t d_) {
-  k = k_, d = d_, blocks = (k + kLanes - 1) / kLanes;
+  k = k_;
+  d = d_;
+  blocks = (k + kLanes - 1) / kLanes;
   ct.assign(blocks * d * kLanes, 0.0f);
   norm2.assign(blocks * kLanes, std::numeric_limits<float>::infinity());
   for (int64_t i = 0; i < k; ++i) {
@@ -56,7 +58,10 @@ inline int32_t reduce(vf best, vi idx) {
   float bv = best[0];
   int32_t bi = idx[0];
   for (int l = 1; l < kLanes; ++l)
-    if (best[l] < bv || (best[l] == bv && idx[l] < bi)) bv = best[l], bi = idx[l];
+    if (best[l] < bv || (best[l] == bv && idx[l] < bi)) {
+      bv = best[l];
+      bi = idx[l];
+    }
   return bi;
 }
 
@@ -71,7 +76,10 @@ void assign_points(const float* x, const CentroidPack& pk, int32_t* out) {
   vi bidx[P];
   vi lane;
   for (int l = 0; l < kLanes; ++l) lane[l] = l;
-  for (int p = 0; p < P; ++p) best[p] = vf{} + std::numeric_limits<float>::infinity(), bidx[p] = lane;
+  for (int p = 0; p < P; ++p) {
+    best[p] = vf{} + std::numeric_limits<float>::infinity();
+    bidx[p] = lane;
+  }
   for (int64_t b = 0; b < pk.blocks; ++b) {
     const float* cb = &pk.ct[b * d * kLanes];
     const vf nb = load(&pk.norm2[b * kLanes]);

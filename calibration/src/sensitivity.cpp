@@ -36,8 +36,12 @@ void check_options(const SensitivityOptions& o, int64_t T) {
 
 QuantizerSpec channel_quantizer(const SensitivityOptions& o) {
   QuantizerSpec s;
-  s.scheme = Scheme::Asym, s.bits = o.bits, s.axis = Axis::Channel, s.group = o.group;
-  s.params = o.params, s.profile = o.profile;
+  s.scheme = Scheme::Asym;
+  s.bits = o.bits;
+  s.axis = Axis::Channel;
+  s.group = o.group;
+  s.params = o.params;
+  s.profile = o.profile;
   return s;
 }
 
@@ -50,7 +54,9 @@ std::vector<ChannelStats> channel_stats(const float* k, int64_t D, int64_t begin
     double sum = 0, sum_abs = 0, mx = 0;
     for (int64_t t = begin; t < end; ++t) {
       const double x = k[t * D + c];
-      sum += x, sum_abs += std::abs(x), mx = std::max(mx, std::abs(x));
+      sum += x;
+      sum_abs += std::abs(x);
+      mx = std::max(mx, std::abs(x));
     }
     const double mean = sum / n;
     double var = 0;  // two passes: a large mean (outlier channels) would swamp sum x^2
@@ -125,7 +131,8 @@ std::vector<RankingRow> rank_layer(const std::vector<SensitivityRow>& rows, int6
     if (heads == 0) continue;
     for (double& s : sens) s /= (double)heads;
     RankingRow rr;
-    rr.layer = layer, rr.kv_head = g;
+    rr.layer = layer;
+    rr.kv_head = g;
     rr.spearman = spearman(mag, sens);
     for (int64_t div : {16, 8, 4}) {
       rr.ks.push_back(head_dim / div);

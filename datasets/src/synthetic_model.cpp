@@ -175,7 +175,8 @@ RowModel value_model(const SyntheticDumpParams& p, int64_t layer, int64_t g) {
   const int64_t D = p.head_dim;
   RowModel m;
   m.dim = D;
-  m.mean.resize(D), m.noise.resize(D);
+  m.mean.resize(D);
+  m.noise.resize(D);
   const double level = 0.5 * (0.8 + 0.4 * s.uniform());
   for (int64_t c = 0; c < D; ++c) {
     const double scale = level * std::exp(0.15 * s.normal());
@@ -184,7 +185,8 @@ RowModel value_model(const SyntheticDumpParams& p, int64_t layer, int64_t g) {
   }
   m.sink_mean = m.mean;
   for (float& x : m.sink_mean) x *= 0.1f;  // sinks carry little value (they are a no-op)
-  m.tau_sigma = 0.2f, m.sink_tau = 0.1f;
+  m.tau_sigma = 0.2f;
+  m.sink_tau = 0.1f;
   m.noise_key = stream_key(p.seed, kValueNoise, (uint64_t)layer, (uint64_t)g);
   m.tau_key = stream_key(p.seed, kValueTau, (uint64_t)layer, (uint64_t)g);
   return m;

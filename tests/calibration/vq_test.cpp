@@ -69,7 +69,8 @@ TEST(VQ, ErrorFallsWithBitsAndStagesAndRisesWithVectorSize) {
 TEST(VQ, EncodingPicksTheNearestEntryPerGroup) {
   // Two groups of 2 channels, 2 entries each (1 bit): hand-checkable codes.
   VQCodebooks cb;
-  cb.spec = {2, 1, 1}, cb.head_dim = 4;
+  cb.spec = {2, 1, 1};
+  cb.head_dim = 4;
   cb.data = {0, 0, 10, 10, /* group 0: (0,0), (10,10) */ -1, -1, 5, 5 /* group 1 */};
   const std::vector<float> x = {9, 9, 4, 6, 1, 0, -2, -1};
   const auto codes = vq_encode(cb, x.data(), 2);

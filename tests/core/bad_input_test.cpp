@@ -20,7 +20,9 @@ using ::testing::HasSubstr;
 
 QuantizerSpec asym(int bits, Axis axis, int group) {
   QuantizerSpec s;
-  s.bits = bits, s.axis = axis, s.group = group;
+  s.bits = bits;
+  s.axis = axis;
+  s.group = group;
   return s;
 }
 
@@ -254,7 +256,8 @@ TEST(BadInput, SymScaleOverflowsFp16) {
   // sym, 2 bits: scale = absmax / 1 = 70000 > 65504
   const Tensor x = kvtest::make_tensor({2, 1}, {1.0f, 70000.0f});
   QuantizerSpec s = asym(2, Axis::Channel, 2);
-  s.scheme = Scheme::Sym, s.params = ParamType::F16;
+  s.scheme = Scheme::Sym;
+  s.params = ParamType::F16;
   EXPECT_THAT(message_of<std::invalid_argument>([&] { quantize(x.view(), s); }), HasSubstr("overflows fp16"));
 }
 
@@ -262,7 +265,8 @@ TEST(BadInput, UpstreamProfileInputBeyondFp16) {
   // kivi rounds the input to fp16 first: 1e5 becomes inf
   const Tensor x = kvtest::make_tensor({2, 1}, {0.0f, 1e5f});
   QuantizerSpec s = asym(2, Axis::Channel, 2);
-  s.profile = Profile::Kivi, s.params = ParamType::F16;
+  s.profile = Profile::Kivi;
+  s.params = ParamType::F16;
   EXPECT_THAT(message_of<std::invalid_argument>([&] { quantize(x.view(), s); }), HasSubstr("overflows fp16"));
 }
 

@@ -16,7 +16,10 @@ using namespace kvlab;
 
 QuantizerSpec boost_spec(int G, double ratio) {
   QuantizerSpec s;
-  s.bits = 2, s.axis = Axis::Channel, s.group = G, s.boost = ratio;
+  s.bits = 2;
+  s.axis = Axis::Channel;
+  s.group = G;
+  s.boost = ratio;
   return s;
 }
 

@@ -19,7 +19,9 @@ namespace {
 
 SyntheticDumpParams tiny(uint64_t seed = 0, int64_t tokens = 256) {
   SyntheticDumpParams p = synthetic_preset("tiny");
-  p.seed = seed, p.tokens = tokens, p.k_pre_rope = true;
+  p.seed = seed;
+  p.tokens = tokens;
+  p.k_pre_rope = true;
   return p;
 }
 
@@ -195,7 +197,8 @@ void check_outliers(const SyntheticDump& d, int64_t layers) {
 TEST(SyntheticDump, OutlierKeyChannelsAreLargestAndStable) {
   for (uint64_t seed : {0, 1, 2}) check_outliers(SyntheticDump(tiny(seed)), 2);
   SyntheticDumpParams p = synthetic_preset("llama3-8b");
-  p.tokens = 1024, p.k_pre_rope = true;
+  p.tokens = 1024;
+  p.k_pre_rope = true;
   check_outliers(SyntheticDump(p), 2);
 }
 
@@ -273,12 +276,17 @@ AttentionStats attention(const SyntheticDump& d) {
         for (double& x : s) z += (x = std::exp(x - mx));
         for (double x : s)
           if (x > 0) e -= x / z * std::log(x / z);
-        st.sink += s[0] / z, st.uniform += 1.0 / (t + 1), st.entropy += e,
-            st.max_entropy += std::log(t + 1.0);
+        st.sink += s[0] / z;
+        st.uniform += 1.0 / (t + 1);
+        st.entropy += e;
+        st.max_entropy += std::log(t + 1.0);
         ++n;
       }
   }
-  st.sink /= n, st.uniform /= n, st.entropy /= n, st.max_entropy /= n;
+  st.sink /= n;
+  st.uniform /= n;
+  st.entropy /= n;
+  st.max_entropy /= n;
   return st;
 }
 
@@ -364,8 +372,16 @@ TEST(SyntheticRng, GaussianMomentsAndHelpers) {
   std::vector<float> z(n);
   synth::fill_gauss(synth::stream_key(1, 2, 3), z.data(), n);
   double m1 = 0, m2 = 0, m4 = 0, tail = 0;
-  for (float x : z) m1 += x, m2 += (double)x * x, m4 += (double)x * x * x * x, tail += std::fabs(x) > 2;
-  m1 /= n, m2 /= n, m4 /= n, tail /= n;
+  for (float x : z) {
+    m1 += x;
+    m2 += (double)x * x;
+    m4 += (double)x * x * x * x;
+    tail += std::fabs(x) > 2;
+  }
+  m1 /= n;
+  m2 /= n;
+  m4 /= n;
+  tail /= n;
   EXPECT_NEAR(m1, 0.0, 0.003);
   EXPECT_NEAR(m2, 1.0, 0.005);
   EXPECT_NEAR(m4, 3.0, 0.05);

@@ -172,7 +172,10 @@ TEST(AttentionErrors, FutureKeysDoNotChangeEarlierQueries) {
   const auto a = kvlab::attention_errors(c.q.view(), c.k.view(), c.v.view(), {before}, c.pos);
   Case d = c;
   for (int64_t t = 176; t < 200; ++t)  // whole key groups after position 175
-    for (int64_t ch = 0; ch < 16; ++ch) d.k.data[t * 16 + ch] *= -7.0f, d.v.data[t * 16 + ch] += 100.0f;
+    for (int64_t ch = 0; ch < 16; ++ch) {
+      d.k.data[t * 16 + ch] *= -7.0f;
+      d.v.data[t * 16 + ch] += 100.0f;
+    }
   const Reconstruction after = kvlab::apply_method(m, d.k.view(), d.v.view());
   const auto b = kvlab::attention_errors(d.q.view(), d.k.view(), d.v.view(), {after}, d.pos);
   for (int64_t h = 0; h < 2; ++h) {
