@@ -68,8 +68,10 @@ struct Scratch {
 void block_rows(const synth::RowModel& m, int64_t block, int64_t n, int64_t sink_tokens, const float* cosT,
                 const float* sinT, int64_t pairs, RopeStyle style, Scratch& s, float* tile) {
   const int64_t D = m.dim, r = m.rank, t0 = block * kBlock;
-  const auto key = [&](uint64_t k) { return synth::mix64(k + synth::mix64((uint64_t)block + 1)); };
-  s.eps.resize(kBlock * D), s.latent.resize(kBlock * std::max<int64_t>(r, 1)), s.tau.resize(kBlock);
+  const auto key = [&](uint64_t k) { return splitmix64_mix(k + splitmix64_mix((uint64_t)block + 1)); };
+  s.eps.resize(kBlock * D);
+  s.latent.resize(kBlock * std::max<int64_t>(r, 1));
+  s.tau.resize(kBlock);
   synth::fill_gauss(key(m.noise_key), s.eps.data(), n * D);
   if (r) synth::fill_gauss(key(m.latent_key), s.latent.data(), n * r);
   if (m.tau_sigma != 0) {
