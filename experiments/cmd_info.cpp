@@ -9,6 +9,7 @@
 #include <numeric>
 #include <stdexcept>
 
+#include "cli_options.h"
 #include "common.h"
 #include "kvlab/dump.h"
 
@@ -164,15 +165,14 @@ static void add_info(CLI::App& app) {
   auto a = std::make_shared<InfoArgs>();
   auto* c = app.add_subcommand("info",
                                "Show a dump's shapes, dtype and attributes, and its key channel statistics");
-  c->add_option("dump", a->path, "dump file or directory (any format open_dump reads)")->required();
-  c->add_option("--layers", a->layers, "layer 'a' or range 'a-b' (default: all)");
+  add_dump_arg(c, a->path, "dump file or directory (any format open_dump reads)")->required();
+  add_layers_option(c, a->layers, "layer 'a' or range 'a-b' (default: all)");
   c->add_option("--role", a->role, "tensor to analyse: k, k_pre_rope, q or v")->capture_default_str();
   c->add_option("--outlier-factor", a->outlier_factor,
                 "outlier: channel mean |x| >= this x the median channel")
       ->capture_default_str();
   c->add_option("--top", a->top, "largest channels listed per head")->capture_default_str();
-  c->add_option("--format", a->format, "table (with the attributes) or csv (statistics only)")
-      ->capture_default_str();
+  add_format_option(c, a->format, "table (with the attributes) or csv (statistics only)");
   c->callback([a] { run(*a); });
 }
 

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "cli_options.h"
 #include "common.h"
 #include "kvlab/kmeans.h"
 #include "kvlab/npy.h"
@@ -102,14 +103,13 @@ static void add_kmeans(CLI::App& app) {
                 "train on a sample of k * this many points (0: all)")
       ->capture_default_str();
   c->add_option("--weights", args->weights, "(n,) .npy of non-negative per-point weights");
-  c->add_option("--threads", args->p.threads, "OpenMP threads (0: default; results do not depend on it)")
-      ->capture_default_str();
-  c->add_option("--out", args->out,
-                ".npz with centroids (k, d), assign (n,), objective, iter_time_s, imbalance (iters,)")
+  add_threads_option(c, args->p.threads, "OpenMP threads (0: default; results do not depend on it)");
+  add_out_option(c, args->out,
+                 ".npz with centroids (k, d), assign (n,), objective, iter_time_s, imbalance (iters,)")
       ->required();
   c->callback([args] { run(*args); });
 }
 
-KVLAB_COMMAND(60, add_kmeans);
+KVLAB_COMMAND(55, add_kmeans);
 
 }  // namespace kvlab::cli

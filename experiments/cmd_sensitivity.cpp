@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "calibration_io.h"
+#include "cli_options.h"
 #include "cmd_eval_output.h"
 #include "common.h"
 #include "kvlab/sensitivity.h"
@@ -125,21 +126,19 @@ static void add_sensitivity(CLI::App& app) {
   auto* c = app.add_subcommand("sensitivity",
                                "Attention-score error of quantizing each key channel alone; "
                                "how well magnitude ranks it (CSV + SVG heatmap)");
-  c->add_option("dump", a->dump,
-                "dump file (default: the built-in dump); or synthetic:PRESET[:tokens=N,layers=N,seed=N]");
+  add_dump_arg(c, a->dump);
   c->add_option("--bits", a->bits, "code bits of the quantized channel")->capture_default_str();
   c->add_option("--group", a->group, "tokens per channel group")->capture_default_str();
   c->add_option("--sink", a->sink, "leading tokens kept exact")->capture_default_str();
   c->add_option("--params", a->params, "scale/zero storage")
       ->check(CLI::IsMember({"fp16", "fp32"}))
       ->capture_default_str();
-  c->add_option("--queries", a->queries, "query positions: all, last:N or stride:N")->capture_default_str();
-  c->add_option("--layers", a->layers, "layers a-b (inclusive) or a; default all");
-  c->add_option("--threads", a->threads, "OpenMP threads (0: OMP_NUM_THREADS or all cores)")
-      ->capture_default_str();
+  add_queries_option(c, a->queries);
+  add_layers_option(c, a->layers);
+  add_threads_option(c, a->threads);
   c->add_flag("--naive", a->naive, "recompute every logit per channel (the reference; about D times slower)");
-  c->add_option("--out", a->out, "SENS.csv; SENS_ranking.csv and SENS_heatmap.svg go next to it")->required();
-  c->add_flag("--quiet", a->quiet, "no progress on stderr");
+  add_out_option(c, a->out, "SENS.csv; SENS_ranking.csv and SENS_heatmap.svg go next to it")->required();
+  add_quiet_flag(c, a->quiet);
   c->callback([a] { run(*a); });
 }
 

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "cli_options.h"
 #include "common.h"
 #include "kvlab/synthetic_dump.h"
 
@@ -125,7 +126,7 @@ static void add_synth(CLI::App& app) {
       ->capture_default_str();
   c->add_flag("--k-pre-rope", a->k_pre_rope, "also write keys before RoPE (/layers/<i>/k_pre_rope)");
   c->add_flag("--no-compress", a->no_compress, "store chunks uncompressed (default: byte shuffle + deflate)");
-  c->add_flag("--quiet", a->quiet, "no progress on stderr");
+  add_quiet_flag(c, a->quiet);
   c->callback([a] { run(*a); });
 }
 

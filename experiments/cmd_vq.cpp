@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <stdexcept>
 
+#include "cli_options.h"
 #include "common.h"
 #include "kvlab/codebook_file.h"
 #include "kvlab/dump.h"
@@ -172,7 +173,7 @@ static void add_vq(CLI::App& app) {
   o->add_option("--dump", r->dump, "dump to count uses on (default: the shipped dump)");
   o->add_option("--reg-bytes", r->reg_bytes, "register budget per codebook, bytes")->required();
   o->add_option("--smem-bytes", r->smem_bytes, "shared-memory budget per codebook, bytes")->required();
-  o->add_option("--out", r->out, "output file (default: rewrite the input)");
+  add_out_option(o, r->out, "output file (default: rewrite the input)");
   o->callback([r] { reorder(*r); });
 }
 
