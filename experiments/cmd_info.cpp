@@ -84,9 +84,9 @@ HeadStats head_stats(const Tensor& x, double factor) {
 void print_header(const DumpReader& d) {
   const DumpInfo& in = d.info();
   std::vector<std::string> shapes;
-  for (Role r : {Role::q, Role::k, Role::v, Role::k_pre_rope})
-    if (r != Role::k_pre_rope || in.has_k_pre_rope)
-      shapes.push_back(std::string(role_name(r)) + " " + shape_string(in.shape(r)));
+  for (Role r : {Role::Q, Role::K, Role::V, Role::KPreRope})
+    if (r != Role::KPreRope || in.has_k_pre_rope)
+      shapes.push_back(std::string(to_string(r)) + " " + shape_string(in.shape(r)));
   std::string shape_line;
   for (const auto& s : shapes) shape_line += (shape_line.empty() ? "" : ", ") + s;
   std::printf("dump      %s\n", d.path().c_str());
@@ -95,8 +95,8 @@ void print_header(const DumpReader& d) {
               (long long)in.num_layers, (long long)in.num_q_heads, (long long)in.num_kv_heads,
               (long long)in.head_dim, (long long)in.tokens);
   std::printf("per layer %s\n", shape_line.c_str());
-  std::printf("dtype     %s (read as float32)\n", capture_dtype_name(in.dtype));
-  std::printf("rope      %s, theta %g; keys stored %s RoPE\n", rope_style_name(in.rope_style), in.rope_theta,
+  std::printf("dtype     %s (read as float32)\n", to_string(in.dtype));
+  std::printf("rope      %s, theta %g; keys stored %s RoPE\n", to_string(in.rope_style), in.rope_theta,
               in.k_after_rope ? "after" : "before");
   std::printf("token ids %s\n",
               in.token_ids.empty() ? "none" : (std::to_string(in.token_ids.size()) + " stored").c_str());
@@ -123,11 +123,11 @@ void run(const InfoArgs& a) {
   const auto dump = open_dump(a.path);
   const DumpInfo& in = dump->info();
   const Role role = parse_role(a.role);
-  if (role == Role::k_pre_rope && !in.has_k_pre_rope)
+  if (role == Role::KPreRope && !in.has_k_pre_rope)
     throw std::invalid_argument("'" + a.path + "' has no k_pre_rope; --role must be q, k or v");
   const auto [first, last] = layer_range(a.layers, in.num_layers);
   const bool csv = a.format == "csv";
-  const std::string r = role_name(role);
+  const std::string r = to_string(role);
   std::vector<std::vector<std::string>> rows = {{"layer", "head", "mean|" + r + "|", "median ch",
                                                  "max|" + r + "|", "max ch", "top channels (mean|" + r + "|)",
                                                  "outliers", "outlier channels"}};

@@ -94,7 +94,8 @@ static void add_kmeans(CLI::App& app) {
   c->add_option("--input", args->input, "float16/float32 .npy of shape (n, d)")->required();
   c->add_option("--k", args->p.k, "number of centroids")->required();
   c->add_option("--iters", args->p.iters, "Lloyd iterations")->capture_default_str();
-  c->add_option("--init", args->init, "random | kmeans++ | farthest | a (k, d) .npy of starting centroids")
+  c->add_option("--init", args->init,
+                enum_list<KMeansInit>(" | ", " | ") + " | a (k, d) .npy of starting centroids")
       ->capture_default_str();
   c->add_option("--seed", args->p.seed, "random seed")->capture_default_str();
   c->add_option("--restarts", args->p.restarts, "runs from different seeds; the best is kept")

@@ -11,22 +11,13 @@
 
 #include "kmeans_assign.h"
 #include "kmeans_init.h"
+#include "kvlab/threads.h"
 
 namespace kvlab {
 
-const char* to_string(KMeansInit i) {
-  switch (i) {
-    case KMeansInit::Random: return "random";
-    case KMeansInit::KMeansPP: return "kmeans++";
-    case KMeansInit::Farthest: return "farthest";
-  }
-  return "?";
-}
-
 KMeansInit parse_kmeans_init(const std::string& s) {
-  for (KMeansInit i : {KMeansInit::Random, KMeansInit::KMeansPP, KMeansInit::Farthest})
-    if (s == to_string(i)) return i;
-  throw std::invalid_argument("kmeans: unknown init '" + s + "' (valid: random, kmeans++, farthest)");
+  if (const auto i = find_enum<KMeansInit>(s)) return *i;
+  throw std::invalid_argument("kmeans: unknown init '" + s + "' (valid: " + enum_choices<KMeansInit>() + ")");
 }
 
 namespace {

@@ -14,8 +14,8 @@ namespace kvlab::detail {
 
 namespace {
 
-constexpr Role kRoles[] = {Role::q, Role::k, Role::v, Role::k_pre_rope};
-constexpr Role kRequired[] = {Role::q, Role::k, Role::v};
+constexpr Role kRoles[] = {Role::Q, Role::K, Role::V, Role::KPreRope};
+constexpr Role kRequired[] = {Role::Q, Role::K, Role::V};
 constexpr const char* kAccepted =
     "accepted: stacked arrays q, k, v [, k_pre_rope] of shape (L, H, T, D), or per-layer arrays "
     "layers/<i>/<role> or layer_<i>_<role> of shape (H, T, D); see docs/DUMP_FORMAT.md";
@@ -26,7 +26,7 @@ std::string str(int64_t v) { return std::to_string(v); }
 
 std::optional<Role> role_of(const std::string& s) {
   for (Role r : kRoles)
-    if (s == role_name(r)) return r;
+    if (s == to_string(r)) return r;
   return std::nullopt;
 }
 
@@ -39,7 +39,7 @@ struct Spelling {
 constexpr Spelling kSpellings[] = {{"layers/", '/'}, {"layer_", '_'}};
 
 std::string spell(int spelling, int64_t layer, Role r) {
-  return kSpellings[spelling].prefix + str(layer) + kSpellings[spelling].sep + role_name(r);
+  return kSpellings[spelling].prefix + str(layer) + kSpellings[spelling].sep + to_string(r);
 }
 
 struct PerLayerName {
@@ -86,12 +86,11 @@ Found inspect(const ArraySource& src, const std::string& name, size_t rank, cons
 }
 
 CaptureDtype capture_dtype(const Found& f) {
-  if (f.dtype == "float16") return CaptureDtype::f16;
-  if (f.dtype == "bfloat16") return CaptureDtype::bf16;
-  if (f.dtype == "float32") return CaptureDtype::f32;
-  fail(f.where + " has dtype '" + f.dtype +
-       "'; dumps hold float16, bfloat16 or float32 values: convert it first (numpy: x.astype(np.float32); "
-       "torch: x.float())");
+  if (const auto d = find_enum<CaptureDtype>(f.dtype)) return *d;
+  std::string valid = enum_choices<CaptureDtype>();  // "a, b, c" -> "a, b or c"
+  valid.replace(valid.rfind(", "), 2, " or ");
+  fail(f.where + " has dtype '" + f.dtype + "'; dumps hold " + valid +
+       " values: convert it first (numpy: x.astype(np.float32); torch: x.float())");
 }
 
 // Every array agrees with the first q (T, D, heads, dtype) and the first k (heads).
@@ -99,13 +98,13 @@ void check_consistent(const std::vector<std::pair<Role, Found>>& all, const Foun
   static const char* what[] = {"heads", "tokens T", "head_dim D"};
   for (const auto& [role, f] : all) {
     capture_dtype(f);  // a float type, before comparing with the others
-    const Found& ref = role == Role::q ? q0 : k0;
+    const Found& ref = role == Role::Q ? q0 : k0;
     for (int d = 0; d < 3; ++d) {
       const Found& r = d == 0 ? ref : q0;  // heads against the same kind; T and D against q
       if (f.htd[d] != r.htd[d])
         fail(f.where + " has " + what[d] + " = " + str(f.htd[d]) + " (shape " + shape_string(f.full) +
              ") but " + r.where + " has " + str(r.htd[d]) + " (shape " + shape_string(r.full) + ")" +
-             (d == 0 ? "; every " + std::string(role == Role::q ? "q" : "k, v, k_pre_rope") +
+             (d == 0 ? "; every " + std::string(role == Role::Q ? "q" : "k, v, k_pre_rope") +
                            " array needs the same number of heads"
                      : "; every array needs the same " + std::string(what[d])));
     }
@@ -152,7 +151,7 @@ class NamedArrayDump final : public DumpReader {
     Tensor t;
     t.shape = {heads, info_.tokens, info_.head_dim};
     t.data = src_->read(s.name, s.first + head * per_head, heads * per_head);
-    const std::string what = src_->where(s.name) + " (layer " + str(layer) + ", " + role_name(role) +
+    const std::string what = src_->where(s.name) + " (layer " + str(layer) + ", " + to_string(role) +
                              (heads == 1 ? ", head " + str(head) : "") + ")";
     try {
       check_finite(t.view(), what);
@@ -274,8 +273,8 @@ std::unique_ptr<DumpReader> make_named_array_dump(std::shared_ptr<const ArraySou
   const Found* q0 = nullptr;
   const Found* k0 = nullptr;
   for (const auto& [role, f] : all) {
-    if (role == Role::q && !q0) q0 = &f;
-    if (role == Role::k && !k0) k0 = &f;
+    if (role == Role::Q && !q0) q0 = &f;
+    if (role == Role::K && !k0) k0 = &f;
   }
   check_consistent(all, *q0, *k0);
   info.num_q_heads = q0->htd[0];

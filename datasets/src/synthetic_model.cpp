@@ -195,20 +195,20 @@ RowModel value_model(const SyntheticDumpParams& p, int64_t layer, int64_t g) {
 }  // namespace
 
 std::pair<int64_t, int64_t> pair_channels(RopeStyle style, int64_t D, int64_t j) {
-  if (style == RopeStyle::halves) return {j, j + D / 2};
+  if (style == RopeStyle::Halves) return {j, j + D / 2};
   return {2 * j, 2 * j + 1};
 }
 
 RowModel head_model(const SyntheticDumpParams& p, int64_t layer, Role role, int64_t head) {
   switch (role) {
-    case Role::q: return query_model(p, layer, head);
-    case Role::k: {
+    case Role::Q: return query_model(p, layer, head);
+    case Role::K: {
       RowModel m = key_model(p, layer, head);
       m.rotate = true;
       return m;
     }
-    case Role::k_pre_rope: return key_model(p, layer, head);
-    case Role::v: return value_model(p, layer, head);
+    case Role::KPreRope: return key_model(p, layer, head);
+    case Role::V: return value_model(p, layer, head);
   }
   return {};
 }

@@ -167,7 +167,9 @@ TEST(KMeans, RestartsKeepTheBest) {
 TEST(KMeans, ObjectiveNeverRisesAndSeedsDiffer) {
   const auto x = blobs(5000, 8, 30, 11);
   KMeansParams p;
-  p.k = 30, p.iters = 10, p.init = KMeansInit::Random;
+  p.k = 30;
+  p.iters = 10;
+  p.init = KMeansInit::Random;
   const auto r = kvlab::kmeans(x.data(), 5000, 8, p);
   for (size_t i = 1; i < r.iterations.size(); ++i)
     EXPECT_LE(r.iterations[i].objective, r.iterations[i - 1].objective * (1 + 1e-6));
@@ -213,7 +215,9 @@ TEST(KMeans, BatchEqualsOneByOne) {
   std::vector<std::vector<float>> xs;
   for (int g = 0; g < 5; ++g) xs.push_back(blobs(1000 + 100 * g, 4, 6, 20 + g));
   KMeansParams p;
-  p.k = 16, p.iters = 5, p.init = KMeansInit::KMeansPP;
+  p.k = 16;
+  p.iters = 5;
+  p.init = KMeansInit::KMeansPP;
   std::vector<kvlab::KMeansProblem> probs;
   for (auto& x : xs) probs.push_back({x.data(), (int64_t)x.size() / 4, 4, nullptr, nullptr});
   const auto batch = kvlab::kmeans_batch(probs, p);

@@ -19,7 +19,9 @@ using namespace kvlab;
 
 LayerQKV layer_of(const DumpReader& r, int64_t l) {
   LayerQKV x;
-  x.q = r.read(l, Role::q), x.k = r.read(l, Role::k), x.v = r.read(l, Role::v);
+  x.q = r.read(l, Role::Q);
+  x.k = r.read(l, Role::K);
+  x.v = r.read(l, Role::V);
   return x;
 }
 
@@ -203,11 +205,14 @@ TEST(Sensitivity, ShortSequencesAndBadOptionsAreRefused) {
   }
   o.group = 0;
   EXPECT_THROW(channel_sensitivity(shape, never, o), std::invalid_argument);
-  o.group = 32, o.bits = 9;
+  o.group = 32;
+  o.bits = 9;
   EXPECT_THROW(channel_sensitivity(shape, never, o), std::invalid_argument);
-  o.bits = 2, o.sink = -1;
+  o.bits = 2;
+  o.sink = -1;
   EXPECT_THROW(channel_sensitivity(shape, never, o), std::invalid_argument);
-  o.sink = 0, o.group = 100;  // exactly one group: allowed (the loader is reached)
+  o.sink = 0;
+  o.group = 100;  // exactly one group: allowed (the loader is reached)
   EXPECT_THROW(channel_sensitivity(shape, never, o), std::logic_error);
 }
 

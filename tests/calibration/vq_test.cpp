@@ -56,7 +56,8 @@ TEST(VQ, ErrorFallsWithBitsAndStagesAndRisesWithVectorSize) {
   const int64_t T = 1024, D = 16;
   const auto x = keys(T, D, 2);
   KMeansParams p;
-  p.iters = 10, p.init = KMeansInit::KMeansPP;
+  p.iters = 10;
+  p.init = KMeansInit::KMeansPP;
   auto err = [&](const char* s) {
     const VQCodebooks cb = vq_train(x.data(), T, D, parse_vq_spec(s), p);
     return sq_err(x, vq_decode(cb, vq_encode(cb, x.data(), T).data(), T));
