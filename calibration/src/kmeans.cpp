@@ -230,9 +230,11 @@ Run run_once(const float* x, int64_t n, int64_t d, const KMeansParams& p, const 
 KMeansResult kmeans(const float* x, int64_t n, int64_t d, const KMeansParams& p, const float* w,
                     const float* init) {
   validate(x, n, d, p, w, init);
-  const int nt = p.threads > 0 ? p.threads : omp_get_max_threads();
+  const int nt = resolve_threads(p.threads);
   KMeansResult res;
-  res.k = p.k, res.d = d, res.n = n;
+  res.k = p.k;
+  res.d = d;
+  res.n = n;
 
   // Opt-in subsample (a copy of the chosen points and their weights).
   std::vector<float> sx, sw;
@@ -282,7 +284,7 @@ std::vector<KMeansResult> kmeans_batch(const std::vector<KMeansProblem>& problem
   const int64_t np = problems.size();
   std::vector<KMeansResult> out(np);
   std::vector<std::exception_ptr> errors(np);
-  const int nt = params.threads > 0 ? params.threads : omp_get_max_threads();
+  const int nt = resolve_threads(params.threads);
   KMeansParams one = params;
   one.threads = 1;  // parallel across problems; each alone gives the same answer anyway
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nt)

@@ -7,6 +7,8 @@
 #include <cstring>
 #include <limits>
 
+#include "kvlab/threads.h"
+
 namespace kvlab::detail {
 
 // GCC vector extensions: AVX-512 where the CPU has it, two AVX2 halves otherwise.
@@ -130,7 +132,7 @@ void assign_nearest(const float* x, int64_t n, const CentroidPack& pk, int32_t* 
   const RangeFn fn = pick(pk.d);
   constexpr int64_t kBlock = 256;  // points per task: fixed, so the split never depends on threads
   const int64_t nb = (n + kBlock - 1) / kBlock;
-  const int nt = threads > 0 ? threads : omp_get_max_threads();
+  const int nt = resolve_threads(threads);
   // Small jobs stay on one thread: on a busy machine a barrier can cost a whole time slice.
   const bool par = nt > 1 && nb > 1 && (double)n * pk.blocks * kLanes * pk.d >= (1 << 22);
 #pragma omp parallel for schedule(static) num_threads(nt) if (par)

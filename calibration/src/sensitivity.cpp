@@ -12,6 +12,7 @@
 
 #include "kvlab/quantizer.h"
 #include "kvlab/rank_stats.h"
+#include "kvlab/threads.h"
 #include "sensitivity_kernel.h"
 
 namespace kvlab {
@@ -88,13 +89,18 @@ void layer_sensitivity(int64_t layer, const Tensor& q, const Tensor& k, const st
       }
   const int64_t tiles = ((int64_t)positions.size() + kQueryTile - 1) / kQueryTile;
   std::vector<double> partial(Hq * tiles * D, 0.0);
-#pragma omp parallel for schedule(dynamic, 1) num_threads(o.threads > 0 ? o.threads : omp_get_max_threads())
+#pragma omp parallel for schedule(dynamic, 1) num_threads(resolve_threads(o.threads))
   for (int64_t w = 0; w < Hq * tiles; ++w) {
     const int64_t h = w / tiles, tile = w % tiles, g = h / group;
     detail::HeadTask t;
-    t.q = &q.data[h * T * D], t.k = &kd[g * T * D], t.delta = &delta[g * D * n],
+    t.q = &q.data[h * T * D];
+    t.k = &kd[g * T * D];
+    t.delta = &delta[g * D * n];
     t.delta_absmax = &absmax[g * D];
-    t.T = T, t.D = D, t.kb = kb, t.n = n;
+    t.T = T;
+    t.D = D;
+    t.kb = kb;
+    t.n = n;
     t.positions = positions.data() + tile * kQueryTile;
     t.count = std::min<int64_t>(kQueryTile, (int64_t)positions.size() - tile * kQueryTile);
     if (o.naive)

@@ -1,7 +1,6 @@
 // The synthetic dump generator: determinism, shapes, the statistics it promises (key outlier
 // channels, RoPE, values without outliers, attention sinks, non-uniform attention) and errors.
 #include <gtest/gtest.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -13,6 +12,7 @@
 #include "../../datasets/src/synthetic_rng.h"
 #include "kvlab/half.h"
 #include "kvlab/synthetic_dump.h"
+#include "kvlab/threads.h"
 
 namespace kvlab {
 namespace {
@@ -90,20 +90,20 @@ TEST(SyntheticDump, Fp16OutputIsTheRoundedFp32Output) {
 
 TEST(SyntheticDump, ThreadCountDoesNotChangeBytes) {
   SyntheticDumpParams p = tiny(5, 1000);  // many blocks, a partial last one
-  p.q_heads = 8, p.kv_heads = 4;
+  p.q_heads = 8;
+  p.kv_heads = 4;
   const SyntheticDump d(p);
-  const int saved = omp_get_max_threads();
+  auto read_with = [&](int threads, Role r) {
+    const kvlab::ScopedThreads scope(threads);
+    return d.read(1, r);
+  };
   for (Role r : kRoles) {
-    omp_set_num_threads(1);
-    const Tensor one = d.read(1, r);
-    omp_set_num_threads(2);
-    const Tensor two = d.read(1, r);
-    omp_set_num_threads(3);
-    const Tensor three = d.read(1, r);
-    EXPECT_TRUE(same_bytes(one, two)) << role_name(r);
-    EXPECT_TRUE(same_bytes(one, three)) << role_name(r);
+    const Tensor one = read_with(1, r);
+    const Tensor two = read_with(2, r);
+    const Tensor three = read_with(3, r);
+    EXPECT_TRUE(same_bytes(one, two)) << to_string(r);
+    EXPECT_TRUE(same_bytes(one, three)) << to_string(r);
   }
-  omp_set_num_threads(saved);
 }
 
 TEST(SyntheticDump, ShorterDumpIsAPrefixOfLongerOne) {

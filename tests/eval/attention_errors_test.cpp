@@ -2,12 +2,12 @@
 // relative error, KL, top-8 overlap; exact zeros for an identical cache; tiny perturbations
 // (where the one-pass formulas could cancel); tile sizes; thread counts.
 #include <gtest/gtest.h>
-#include <omp.h>
 
 #include "eval_oracle.h"
 #include "kvlab/attention.h"
 #include "kvlab/method.h"
 #include "kvlab/selection.h"
+#include "kvlab/threads.h"
 
 namespace {
 
@@ -146,12 +146,13 @@ TEST(AttentionErrors, TileSizesAgree) {
 TEST(AttentionErrors, SameBitsForAnyThreadCount) {
   const Case c = make_case(8, 2, 260, 32, 15);
   const Reconstruction r = kvlab::apply_method(kvlab::parse_method("kitty"), c.k.view(), c.v.view());
-  const int saved = omp_get_max_threads();
-  omp_set_num_threads(1);
-  const auto one = kvlab::attention_errors(c.q.view(), c.k.view(), c.v.view(), {r}, c.pos, {16, 32});
+  auto errors_with = [&](int threads) {
+    const kvlab::ScopedThreads scope(threads);
+    return kvlab::attention_errors(c.q.view(), c.k.view(), c.v.view(), {r}, c.pos, {16, 32});
+  };
+  const auto one = errors_with(1);
   for (int n : {2, 4, 7}) {
-    omp_set_num_threads(n);
-    const auto got = kvlab::attention_errors(c.q.view(), c.k.view(), c.v.view(), {r}, c.pos, {16, 32});
+    const auto got = errors_with(n);
     for (int64_t h = 0; h < 8; ++h) {
       EXPECT_EQ(got[0][h].score_sq_err, one[0][h].score_sq_err) << n;
       EXPECT_EQ(got[0][h].out_sq_err, one[0][h].out_sq_err) << n;
@@ -159,7 +160,6 @@ TEST(AttentionErrors, SameBitsForAnyThreadCount) {
       EXPECT_EQ(got[0][h].topk_sum, one[0][h].topk_sum) << n;
     }
   }
-  omp_set_num_threads(saved);
 }
 
 TEST(AttentionErrors, FutureKeysDoNotChangeEarlierQueries) {

@@ -1,11 +1,11 @@
 // The attention reference: against a double loop, GQA mapping, causal mask, query selection,
 // tiling invariance, thread-count determinism (torch: torch_sdpa_test.cpp).
 #include <gtest/gtest.h>
-#include <omp.h>
 
 #include "eval_oracle.h"
 #include "kvlab/attention.h"
 #include "kvlab/selection.h"
+#include "kvlab/threads.h"
 
 namespace {
 
@@ -119,15 +119,15 @@ TEST(Attention, SameBitsForAnyThreadCount) {
   const int64_t T = 300;
   const auto in = inputs(8, 2, T, 32, 6);
   const auto pos = all(T);
-  const int saved = omp_get_max_threads();
-  omp_set_num_threads(1);
-  const Tensor one = kvlab::attention(in.q.view(), in.k.view(), in.v.view(), pos, {16, 64});
+  auto attention_with = [&](int threads) {
+    const kvlab::ScopedThreads scope(threads);
+    return kvlab::attention(in.q.view(), in.k.view(), in.v.view(), pos, {16, 64});
+  };
+  const Tensor one = attention_with(1);
   for (int n : {2, 3, 5}) {
-    omp_set_num_threads(n);
-    const Tensor o = kvlab::attention(in.q.view(), in.k.view(), in.v.view(), pos, {16, 64});
+    const Tensor o = attention_with(n);
     EXPECT_EQ(o.data, one.data) << n << " threads";
   }
-  omp_set_num_threads(saved);
 }
 
 TEST(Attention, BadInput) {
