@@ -17,27 +17,21 @@
 namespace kvlab::cli {
 namespace {
 
+using calib::csv_number;
+
 struct SensArgs {
   std::string dump, queries = "all", layers, out, params = "fp16";
   int bits = 2, group = 128, sink = 32, threads = 0;
   bool naive = false, quiet = false;
 };
 
-std::string csv_num(double v) {
-  if (std::isnan(v)) return "";
-  std::ostringstream os;
-  os.precision(17);
-  os << v;
-  return os.str();
-}
-
 std::string rows_csv(const SensitivityResult& r) {
   std::ostringstream os;
   os << "layer,kv_head,q_head,channel,attn_score_mse,mean_abs,max_abs,variance\n";
   for (const SensitivityRow& x : r.rows)
     os << x.layer << ',' << x.kv_head << ',' << x.q_head << ',' << x.channel << ','
-       << csv_num(x.attn_score_mse) << ',' << csv_num(x.stats.mean_abs) << ',' << csv_num(x.stats.max_abs)
-       << ',' << csv_num(x.stats.variance) << '\n';
+       << csv_number(x.attn_score_mse) << ',' << csv_number(x.stats.mean_abs) << ','
+       << csv_number(x.stats.max_abs) << ',' << csv_number(x.stats.variance) << '\n';
   return os.str();
 }
 
@@ -48,8 +42,8 @@ std::string ranking_csv(const SensitivityResult& r) {
   for (const auto& n : names) os << ",k_" << n << ",recall_" << n;
   os << '\n';
   for (const RankingRow& x : r.rankings) {
-    os << x.layer << ',' << x.kv_head << ',' << csv_num(x.spearman);
-    for (size_t i = 0; i < x.ks.size(); ++i) os << ',' << x.ks[i] << ',' << csv_num(x.recall[i]);
+    os << x.layer << ',' << x.kv_head << ',' << csv_number(x.spearman);
+    for (size_t i = 0; i < x.ks.size(); ++i) os << ',' << x.ks[i] << ',' << csv_number(x.recall[i]);
     os << '\n';
   }
   return os.str();

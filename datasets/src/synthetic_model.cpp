@@ -109,12 +109,21 @@ void add_pair(std::vector<float>& v, RopeStyle st, int64_t D, int64_t j, double 
   v[b] = (float)(v[b] + mag * std::sin(phi));
 }
 
+// A model of D channels and an r-dimensional latent, all zero.
+RowModel sized_model(int64_t D, int64_t r) {
+  RowModel m;
+  m.dim = D;
+  m.rank = r;
+  m.mean.resize(D);
+  m.noise.resize(D);
+  m.basis.resize(r * D);
+  return m;
+}
+
 RowModel key_model(const SyntheticDumpParams& p, int64_t layer, int64_t g) {
   const Group G = make_group(p, layer, g);
   const int64_t D = p.head_dim, r = latent_rank(D);
-  RowModel m;
-  m.dim = D, m.rank = r;
-  m.mean.resize(D), m.noise.resize(D), m.basis.resize(r * D);
+  RowModel m = sized_model(D, r);
   // 70% of a channel's variance from the shared latent, 30% from its own noise.
   for (int64_t c = 0; c < D; ++c) {
     m.mean[c] = (float)G.kmean[c];
@@ -145,9 +154,7 @@ RowModel query_model(const SyntheticDumpParams& p, int64_t layer, int64_t h) {
   const Group G = make_group(p, layer, g);
   Stream s(stream_key(p.seed, kQueryTag, (uint64_t)layer, (uint64_t)h));
   const int64_t D = p.head_dim, r = latent_rank(D);
-  RowModel m;
-  m.dim = D, m.rank = r;
-  m.mean.resize(D), m.noise.resize(D), m.basis.resize(r * D);
+  RowModel m = sized_model(D, r);
   // Per-head strengths: how much the head follows the outliers (the sink), content, position.
   const double ratio = 0.25 + 0.35 * s.uniform();
   // Content: q.k/sqrt(D) from the shared latent has std about `content` (log-normal around 1.8).
