@@ -1,6 +1,6 @@
 // Channel sensitivity: the rank-1 fast path against the naive recomputation (1e-6 relative),
-// against eval's attention reference, and the edges of issue 5 (short sequences, a constant
-// channel, D = 8, thread counts).
+// against eval's attention reference, and the edge cases (short sequences, a constant channel,
+// D = 8, thread counts).
 #include <gtest/gtest.h>
 
 #include <cmath>
