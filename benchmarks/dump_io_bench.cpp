@@ -19,7 +19,7 @@ kvlab::DumpInfo layer_info() {
   in.num_kv_heads = 8;
   in.head_dim = 128;
   in.tokens = 4096;
-  in.dtype = kvlab::CaptureDtype::f16;
+  in.dtype = kvlab::CaptureDtype::F16;
   return in;
 }
 
@@ -44,9 +44,9 @@ std::string bench_path() { return (std::filesystem::temp_directory_path() / "kvl
 
 void write_layer(bool compress) {
   kvlab::DumpWriter w(bench_path(), layer_info(), {.compress = compress});
-  w.write(0, kvlab::Role::q, data().q.view());
-  w.write(0, kvlab::Role::k, data().k.view());
-  w.write(0, kvlab::Role::v, data().v.view());
+  w.write(0, kvlab::Role::Q, data().q.view());
+  w.write(0, kvlab::Role::K, data().k.view());
+  w.write(0, kvlab::Role::V, data().v.view());
   w.commit();
 }
 

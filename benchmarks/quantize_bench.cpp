@@ -2,13 +2,13 @@
 // (32, 32768, 128) fp16 tensor, on 1 and 2 threads. Reported: bytes/s of fp16 input
 // (quantize) or of fp16-equivalent elements decoded to fp32 (dequantize).
 #include <benchmark/benchmark.h>
-#include <omp.h>
 
 #include <random>
 
 #include "kvlab/half.h"
 #include "kvlab/method.h"
 #include "kvlab/quantizer.h"
+#include "kvlab/threads.h"
 
 namespace {
 
@@ -31,7 +31,7 @@ kvlab::QuantizerSpec quantizer_of(const std::string& preset, bool key) {
 }
 
 void BM_Quantize(benchmark::State& st, std::string preset, bool key) {
-  omp_set_num_threads((int)st.range(0));
+  const kvlab::ScopedThreads threads((int)st.range(0));
   const kvlab::TensorView x{input().data(), kvlab::DType::F16, kShape};
   const auto spec = quantizer_of(preset, key);
   for (auto _ : st) benchmark::DoNotOptimize(kvlab::quantize(x, spec));
@@ -40,7 +40,7 @@ void BM_Quantize(benchmark::State& st, std::string preset, bool key) {
 }
 
 void BM_Dequantize(benchmark::State& st, std::string preset, bool key) {
-  omp_set_num_threads((int)st.range(0));
+  const kvlab::ScopedThreads threads((int)st.range(0));
   const kvlab::TensorView x{input().data(), kvlab::DType::F16, kShape};
   const auto q = kvlab::quantize(x, quantizer_of(preset, key));
   std::vector<float> out(input().size());  // reused: time the decoding, not page faults

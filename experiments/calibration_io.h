@@ -3,8 +3,10 @@
 #pragma once
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <memory>
+#include <sstream>
 #include <string>
 
 #include "dump_source.h"
@@ -30,11 +32,20 @@ inline EvalShape shape_of(const DumpInfo& i) {
 inline LayerLoader loader(const DumpReader& r, bool values) {
   return [&r, values](int64_t layer) {
     LayerQKV x;
-    x.q = r.read(layer, Role::q);
-    x.k = r.read(layer, Role::k);
-    if (values) x.v = r.read(layer, Role::v);
+    x.q = r.read(layer, Role::Q);
+    x.k = r.read(layer, Role::K);
+    if (values) x.v = r.read(layer, Role::V);
     return x;
   };
+}
+
+// A CSV cell that reads back to the same double: 17 significant digits; empty for NaN.
+inline std::string csv_number(double v) {
+  if (std::isnan(v)) return "";
+  std::ostringstream os;
+  os.precision(17);
+  os << v;
+  return os.str();
 }
 
 // "out/SENS.csv" + "_heatmap.svg" -> "out/SENS_heatmap.svg"

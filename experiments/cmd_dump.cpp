@@ -7,6 +7,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "cli_options.h"
 #include "common.h"
 #include "kvlab/llama2c.h"
 
@@ -103,7 +104,7 @@ static void add_dump(CLI::App& app) {
       ->capture_default_str();
   c->add_option("--top-p", a->gen.top_p, "nucleus sampling when in (0, 1); 1: off")->capture_default_str();
   c->add_option("--seed", a->gen.seed, "sampling seed (nonzero)")->capture_default_str();
-  c->add_option("--out", a->out, "output dump (default: <model name>.h5)");
+  add_out_option(c, a->out, "output dump (default: <model name>.h5)");
   c->add_option("--model-name", a->model_name,
                 "the dump's model attribute (default: the checkpoint's file stem)");
   c->add_flag("--no-compress", a->no_compress,

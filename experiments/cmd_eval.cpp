@@ -49,9 +49,9 @@ void run(const EvalArgs& a) {
   const EvalShape shape{info.num_layers, info.num_q_heads, info.num_kv_heads, info.head_dim, info.tokens};
   const LayerLoader load = [&](int64_t layer) {
     LayerQKV x;
-    x.q = reader->read(layer, Role::q);
-    x.k = reader->read(layer, Role::k);
-    x.v = reader->read(layer, Role::v);
+    x.q = reader->read(layer, Role::Q);
+    x.k = reader->read(layer, Role::K);
+    x.v = reader->read(layer, Role::V);
     return x;
   };
   if (!a.quiet) {

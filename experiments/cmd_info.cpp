@@ -9,6 +9,7 @@
 #include <numeric>
 #include <stdexcept>
 
+#include "cli_options.h"
 #include "common.h"
 #include "kvlab/dump.h"
 
@@ -61,7 +62,10 @@ HeadStats head_stats(const Tensor& x, double factor) {
     for (int64_t c = 0; c < D; ++c) {
       const double a = std::fabs(x.data[t * D + c]);
       s.channel[c] += a;
-      if (a > s.max) s.max = a, s.max_channel = c;
+      if (a > s.max) {
+        s.max = a;
+        s.max_channel = c;
+      }
     }
   for (double& m : s.channel) m /= (double)T;
   s.mean = std::accumulate(s.channel.begin(), s.channel.end(), 0.0) / (double)D;
@@ -80,9 +84,9 @@ HeadStats head_stats(const Tensor& x, double factor) {
 void print_header(const DumpReader& d) {
   const DumpInfo& in = d.info();
   std::vector<std::string> shapes;
-  for (Role r : {Role::q, Role::k, Role::v, Role::k_pre_rope})
-    if (r != Role::k_pre_rope || in.has_k_pre_rope)
-      shapes.push_back(std::string(role_name(r)) + " " + shape_string(in.shape(r)));
+  for (Role r : {Role::Q, Role::K, Role::V, Role::KPreRope})
+    if (r != Role::KPreRope || in.has_k_pre_rope)
+      shapes.push_back(std::string(to_string(r)) + " " + shape_string(in.shape(r)));
   std::string shape_line;
   for (const auto& s : shapes) shape_line += (shape_line.empty() ? "" : ", ") + s;
   std::printf("dump      %s\n", d.path().c_str());
@@ -91,8 +95,8 @@ void print_header(const DumpReader& d) {
               (long long)in.num_layers, (long long)in.num_q_heads, (long long)in.num_kv_heads,
               (long long)in.head_dim, (long long)in.tokens);
   std::printf("per layer %s\n", shape_line.c_str());
-  std::printf("dtype     %s (read as float32)\n", capture_dtype_name(in.dtype));
-  std::printf("rope      %s, theta %g; keys stored %s RoPE\n", rope_style_name(in.rope_style), in.rope_theta,
+  std::printf("dtype     %s (read as float32)\n", to_string(in.dtype));
+  std::printf("rope      %s, theta %g; keys stored %s RoPE\n", to_string(in.rope_style), in.rope_theta,
               in.k_after_rope ? "after" : "before");
   std::printf("token ids %s\n",
               in.token_ids.empty() ? "none" : (std::to_string(in.token_ids.size()) + " stored").c_str());
@@ -119,11 +123,11 @@ void run(const InfoArgs& a) {
   const auto dump = open_dump(a.path);
   const DumpInfo& in = dump->info();
   const Role role = parse_role(a.role);
-  if (role == Role::k_pre_rope && !in.has_k_pre_rope)
+  if (role == Role::KPreRope && !in.has_k_pre_rope)
     throw std::invalid_argument("'" + a.path + "' has no k_pre_rope; --role must be q, k or v");
   const auto [first, last] = layer_range(a.layers, in.num_layers);
   const bool csv = a.format == "csv";
-  const std::string r = role_name(role);
+  const std::string r = to_string(role);
   std::vector<std::vector<std::string>> rows = {{"layer", "head", "mean|" + r + "|", "median ch",
                                                  "max|" + r + "|", "max ch", "top channels (mean|" + r + "|)",
                                                  "outliers", "outlier channels"}};
@@ -161,15 +165,14 @@ static void add_info(CLI::App& app) {
   auto a = std::make_shared<InfoArgs>();
   auto* c = app.add_subcommand("info",
                                "Show a dump's shapes, dtype and attributes, and its key channel statistics");
-  c->add_option("dump", a->path, "dump file or directory (any format open_dump reads)")->required();
-  c->add_option("--layers", a->layers, "layer 'a' or range 'a-b' (default: all)");
+  add_dump_arg(c, a->path, "dump file or directory (any format open_dump reads)")->required();
+  add_layers_option(c, a->layers, "layer 'a' or range 'a-b' (default: all)");
   c->add_option("--role", a->role, "tensor to analyse: k, k_pre_rope, q or v")->capture_default_str();
   c->add_option("--outlier-factor", a->outlier_factor,
                 "outlier: channel mean |x| >= this x the median channel")
       ->capture_default_str();
   c->add_option("--top", a->top, "largest channels listed per head")->capture_default_str();
-  c->add_option("--format", a->format, "table (with the attributes) or csv (statistics only)")
-      ->capture_default_str();
+  add_format_option(c, a->format, "table (with the attributes) or csv (statistics only)");
   c->callback([a] { run(*a); });
 }
 

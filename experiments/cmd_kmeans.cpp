@@ -5,6 +5,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "cli_options.h"
 #include "common.h"
 #include "kvlab/kmeans.h"
 #include "kvlab/npy.h"
@@ -21,11 +22,13 @@ struct KMeansArgs {
 std::vector<float> read_matrix(const std::string& path, const char* what, int64_t& rows, int64_t& cols) {
   const NpyArray a = read_npy(path);
   const TensorView v = as_tensor(a, path);
-  if (v.shape.size() == 1)
-    rows = v.shape[0], cols = 1;
-  else if (v.shape.size() == 2)
-    rows = v.shape[0], cols = v.shape[1];
-  else
+  if (v.shape.size() == 1) {
+    rows = v.shape[0];
+    cols = 1;
+  } else if (v.shape.size() == 2) {
+    rows = v.shape[0];
+    cols = v.shape[1];
+  } else
     throw std::invalid_argument(std::string(what) + " '" + path + "': shape " + shape_string(v.shape) +
                                 " is not (n, d)");
   std::vector<float> x(v.numel());
@@ -61,8 +64,11 @@ void run(KMeansArgs a) {
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   std::vector<float> obj, times, imb;
-  for (const auto& s : r.iterations)
-    obj.push_back(s.objective), times.push_back(s.time_s), imb.push_back(s.imbalance);
+  for (const auto& s : r.iterations) {
+    obj.push_back(s.objective);
+    times.push_back(s.time_s);
+    imb.push_back(s.imbalance);
+  }
   std::vector<uint8_t> assign_bytes(r.assign.size() * 4);
   std::memcpy(assign_bytes.data(), r.assign.data(), assign_bytes.size());
   NpyArray assign{"<i4", {n}, std::move(assign_bytes)};
@@ -88,7 +94,8 @@ static void add_kmeans(CLI::App& app) {
   c->add_option("--input", args->input, "float16/float32 .npy of shape (n, d)")->required();
   c->add_option("--k", args->p.k, "number of centroids")->required();
   c->add_option("--iters", args->p.iters, "Lloyd iterations")->capture_default_str();
-  c->add_option("--init", args->init, "random | kmeans++ | farthest | a (k, d) .npy of starting centroids")
+  c->add_option("--init", args->init,
+                enum_list<KMeansInit>(" | ", " | ") + " | a (k, d) .npy of starting centroids")
       ->capture_default_str();
   c->add_option("--seed", args->p.seed, "random seed")->capture_default_str();
   c->add_option("--restarts", args->p.restarts, "runs from different seeds; the best is kept")
@@ -97,14 +104,13 @@ static void add_kmeans(CLI::App& app) {
                 "train on a sample of k * this many points (0: all)")
       ->capture_default_str();
   c->add_option("--weights", args->weights, "(n,) .npy of non-negative per-point weights");
-  c->add_option("--threads", args->p.threads, "OpenMP threads (0: default; results do not depend on it)")
-      ->capture_default_str();
-  c->add_option("--out", args->out,
-                ".npz with centroids (k, d), assign (n,), objective, iter_time_s, imbalance (iters,)")
+  add_threads_option(c, args->p.threads, "OpenMP threads (0: default; results do not depend on it)");
+  add_out_option(c, args->out,
+                 ".npz with centroids (k, d), assign (n,), objective, iter_time_s, imbalance (iters,)")
       ->required();
   c->callback([args] { run(*args); });
 }
 
-KVLAB_COMMAND(60, add_kmeans);
+KVLAB_COMMAND(55, add_kmeans);
 
 }  // namespace kvlab::cli

@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <stdexcept>
 
+#include "cli_options.h"
 #include "common.h"
 #include "kvlab/half.h"
 #include "kvlab/npy.h"
@@ -71,8 +72,7 @@ static void add_quantize(CLI::App& app) {
                 "key=value,... over scheme=asym|sym, bits=1..8, axis=channel|token, group=G|all, "
                 "params=fp16|fp32, profile=kvlab|kivi|kitty-sim, boost=RATIO")
       ->required();
-  c->add_option("--out", args->out,
-                "output .npz (arrays q, codes, scale, zero, dequant[, high, boost_index])")
+  add_out_option(c, args->out, "output .npz (arrays q, codes, scale, zero, dequant[, high, boost_index])")
       ->required();
   c->callback([args] { run(*args); });
 }

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "calibration_io.h"
+#include "cli_options.h"
 #include "cmd_eval_output.h"
 #include "common.h"
 #include "kvlab/sensitivity.h"
@@ -16,27 +17,21 @@
 namespace kvlab::cli {
 namespace {
 
+using calib::csv_number;
+
 struct SensArgs {
   std::string dump, queries = "all", layers, out, params = "fp16";
   int bits = 2, group = 128, sink = 32, threads = 0;
   bool naive = false, quiet = false;
 };
 
-std::string csv_num(double v) {
-  if (std::isnan(v)) return "";
-  std::ostringstream os;
-  os.precision(17);
-  os << v;
-  return os.str();
-}
-
 std::string rows_csv(const SensitivityResult& r) {
   std::ostringstream os;
   os << "layer,kv_head,q_head,channel,attn_score_mse,mean_abs,max_abs,variance\n";
   for (const SensitivityRow& x : r.rows)
     os << x.layer << ',' << x.kv_head << ',' << x.q_head << ',' << x.channel << ','
-       << csv_num(x.attn_score_mse) << ',' << csv_num(x.stats.mean_abs) << ',' << csv_num(x.stats.max_abs)
-       << ',' << csv_num(x.stats.variance) << '\n';
+       << csv_number(x.attn_score_mse) << ',' << csv_number(x.stats.mean_abs) << ','
+       << csv_number(x.stats.max_abs) << ',' << csv_number(x.stats.variance) << '\n';
   return os.str();
 }
 
@@ -47,8 +42,8 @@ std::string ranking_csv(const SensitivityResult& r) {
   for (const auto& n : names) os << ",k_" << n << ",recall_" << n;
   os << '\n';
   for (const RankingRow& x : r.rankings) {
-    os << x.layer << ',' << x.kv_head << ',' << csv_num(x.spearman);
-    for (size_t i = 0; i < x.ks.size(); ++i) os << ',' << x.ks[i] << ',' << csv_num(x.recall[i]);
+    os << x.layer << ',' << x.kv_head << ',' << csv_number(x.spearman);
+    for (size_t i = 0; i < x.ks.size(); ++i) os << ',' << x.ks[i] << ',' << csv_number(x.recall[i]);
     os << '\n';
   }
   return os.str();
@@ -77,7 +72,11 @@ void run(const SensArgs& a) {
   if (a.out.empty())
     throw std::invalid_argument("--out: give the CSV path (pictures are written next to it)");
   SensitivityOptions o;
-  o.bits = a.bits, o.group = a.group, o.sink = a.sink, o.threads = a.threads, o.naive = a.naive;
+  o.bits = a.bits;
+  o.group = a.group;
+  o.sink = a.sink;
+  o.threads = a.threads;
+  o.naive = a.naive;
   o.params = a.params == "fp32" ? ParamType::F32 : ParamType::F16;
   o.queries = parse_queries(a.queries);
   if (!a.layers.empty()) o.layers = parse_layers(a.layers);
@@ -94,7 +93,10 @@ void run(const SensArgs& a) {
   for (const RankingRow& x : r.rankings) {
     std::string ks, rec;
     for (size_t i = 0; i < x.ks.size(); ++i) {
-      if (i) ks += '/', rec += '/';  // appends: `(i ? "/" : "") + ...` trips GCC 12's -Wrestrict
+      if (i) {
+        ks += '/';
+        rec += '/';
+      }  // appends: `(i ? "/" : "") + ...` trips GCC 12's -Wrestrict
       ks += std::to_string(x.ks[i]);
       rec += std::isnan(x.recall[i]) ? std::string("-") : fixed(x.recall[i], 2);
     }
@@ -118,21 +120,19 @@ static void add_sensitivity(CLI::App& app) {
   auto* c = app.add_subcommand("sensitivity",
                                "Attention-score error of quantizing each key channel alone; "
                                "how well magnitude ranks it (CSV + SVG heatmap)");
-  c->add_option("dump", a->dump,
-                "dump file (default: the built-in dump); or synthetic:PRESET[:tokens=N,layers=N,seed=N]");
+  add_dump_arg(c, a->dump);
   c->add_option("--bits", a->bits, "code bits of the quantized channel")->capture_default_str();
   c->add_option("--group", a->group, "tokens per channel group")->capture_default_str();
   c->add_option("--sink", a->sink, "leading tokens kept exact")->capture_default_str();
   c->add_option("--params", a->params, "scale/zero storage")
       ->check(CLI::IsMember({"fp16", "fp32"}))
       ->capture_default_str();
-  c->add_option("--queries", a->queries, "query positions: all, last:N or stride:N")->capture_default_str();
-  c->add_option("--layers", a->layers, "layers a-b (inclusive) or a; default all");
-  c->add_option("--threads", a->threads, "OpenMP threads (0: OMP_NUM_THREADS or all cores)")
-      ->capture_default_str();
+  add_queries_option(c, a->queries);
+  add_layers_option(c, a->layers);
+  add_threads_option(c, a->threads);
   c->add_flag("--naive", a->naive, "recompute every logit per channel (the reference; about D times slower)");
-  c->add_option("--out", a->out, "SENS.csv; SENS_ranking.csv and SENS_heatmap.svg go next to it")->required();
-  c->add_flag("--quiet", a->quiet, "no progress on stderr");
+  add_out_option(c, a->out, "SENS.csv; SENS_ranking.csv and SENS_heatmap.svg go next to it")->required();
+  add_quiet_flag(c, a->quiet);
   c->callback([a] { run(*a); });
 }
 

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "cli_options.h"
 #include "common.h"
 #include "kvlab/synthetic_dump.h"
 
@@ -49,7 +50,7 @@ std::string command_line(const SyntheticDumpParams& p, bool no_compress) {
       "kvlab synth --preset %s --layers %lld --q-heads %lld --kv-heads %lld --head-dim %lld --tokens %lld "
       "--rope-theta %.17g --rope-style %s --sink-tokens %lld --seed %llu%s%s",
       p.preset.c_str(), (long long)p.layers, (long long)p.q_heads, (long long)p.kv_heads,
-      (long long)p.head_dim, (long long)p.tokens, p.rope_theta, rope_style_name(p.rope_style),
+      (long long)p.head_dim, (long long)p.tokens, p.rope_theta, to_string(p.rope_style),
       (long long)p.sink_tokens, (unsigned long long)p.seed, p.k_pre_rope ? " --k-pre-rope" : "",
       no_compress ? " --no-compress" : "");
   return b;
@@ -64,9 +65,9 @@ void run(const SynthArgs& a) {
   opt.compress = !a.no_compress;
   DumpWriter writer(a.out, info, opt);
 
-  std::vector<Role> roles = {Role::q, Role::k, Role::v};
-  if (info.has_k_pre_rope) roles.push_back(Role::k_pre_rope);
-  std::vector<uint16_t> buf(std::max(numel(info.shape(Role::q)), numel(info.shape(Role::k))));
+  std::vector<Role> roles = {Role::Q, Role::K, Role::V};
+  if (info.has_k_pre_rope) roles.push_back(Role::KPreRope);
+  std::vector<uint16_t> buf(std::max(numel(info.shape(Role::Q)), numel(info.shape(Role::K))));
   const bool tty = isatty(fileno(stderr));
   const auto t0 = clock::now();
   double bytes = 0, gen_s = 0;  // fp16 bytes generated and written; seconds generating
@@ -95,7 +96,7 @@ void run(const SynthArgs& a) {
       "%s: %s, %lld layers, q %s, k/v %s%s, float16; %.1f MB of fp16 -> %.1f MB file (%s) in %.2f s "
       "(%.0f MB/s; generating %.2f s = %.0f MB/s, writing %.2f s)\n",
       a.out.c_str(), info.model.c_str(), (long long)info.num_layers,
-      shape_string(info.shape(Role::q)).c_str(), shape_string(info.shape(Role::k)).c_str(),
+      shape_string(info.shape(Role::Q)).c_str(), shape_string(info.shape(Role::K)).c_str(),
       info.has_k_pre_rope ? " (+ k_pre_rope)" : "", bytes / 1e6,
       (double)std::filesystem::file_size(a.out) / 1e6, a.no_compress ? "uncompressed" : "shuffle+deflate", s,
       bytes / 1e6 / s, gen_s, bytes / 1e6 / gen_s, s - gen_s);
@@ -105,13 +106,11 @@ void run(const SynthArgs& a) {
 
 static void add_synth(CLI::App& app) {
   auto a = std::make_shared<SynthArgs>();
-  std::string presets;
-  for (const auto& n : synthetic_preset_names()) presets += (presets.empty() ? "" : ", ") + n;
   auto* c = app.add_subcommand(
       "synth", "Write a realistic synthetic KV dump (key outlier channels, RoPE, attention sinks)");
   a->cmd = c;
-  c->add_option("--preset", a->preset, "model shape: " + presets)->required();
-  c->add_option("--out", a->out, "output dump (.h5)")->required();
+  c->add_option("--preset", a->preset, "model shape: " + synthetic_preset_choices())->required();
+  add_out_option(c, a->out, "output dump (.h5)")->required();
   c->add_option("--tokens", a->tokens, "tokens T (preset: 4096; tiny 256)");
   c->add_option("--layers", a->layers, "layers (preset's by default)");
   c->add_option("--q-heads", a->q_heads, "query heads (preset's by default)");
@@ -125,7 +124,7 @@ static void add_synth(CLI::App& app) {
       ->capture_default_str();
   c->add_flag("--k-pre-rope", a->k_pre_rope, "also write keys before RoPE (/layers/<i>/k_pre_rope)");
   c->add_flag("--no-compress", a->no_compress, "store chunks uncompressed (default: byte shuffle + deflate)");
-  c->add_flag("--quiet", a->quiet, "no progress on stderr");
+  add_quiet_flag(c, a->quiet);
   c->callback([a] { run(*a); });
 }
 

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <stdexcept>
 
+#include "cli_options.h"
 #include "common.h"
 #include "kvlab/codebook_file.h"
 #include "kvlab/dump.h"
@@ -16,9 +17,9 @@ namespace kvlab::cli {
 namespace {
 
 std::vector<Role> parse_roles(const std::string& r) {
-  if (r == "k") return {Role::k};
-  if (r == "v") return {Role::v};
-  if (r == "kv") return {Role::k, Role::v};
+  if (r == "k") return {Role::K};
+  if (r == "v") return {Role::V};
+  if (r == "kv") return {Role::K, Role::V};
   throw std::invalid_argument("--role '" + r + "': expected k, v or kv");
 }
 
@@ -47,19 +48,28 @@ void train(const TrainArgs& a) {
   const LayerRange lr =
       resolve_layers(a.layers.empty() ? LayerRange{} : parse_layers(a.layers), info.num_layers);
   KMeansParams p;
-  p.iters = a.iters, p.init = parse_kmeans_init(a.init), p.seed = a.seed, p.threads = a.threads;
+  p.iters = a.iters;
+  p.init = parse_kmeans_init(a.init);
+  p.seed = a.seed;
+  p.threads = a.threads;
 
   CodebookFile f;
-  f.spec = to_string(spec), f.vec = spec.vec, f.bits = spec.bits, f.stages = spec.stages;
-  f.first_layer = lr.first, f.num_layers = lr.last - lr.first + 1;
-  f.num_kv_heads = info.num_kv_heads, f.head_dim = info.head_dim, f.tokens = info.tokens;
+  f.spec = to_string(spec);
+  f.vec = spec.vec;
+  f.bits = spec.bits;
+  f.stages = spec.stages;
+  f.first_layer = lr.first;
+  f.num_layers = lr.last - lr.first + 1;
+  f.num_kv_heads = info.num_kv_heads;
+  f.head_dim = info.head_dim;
+  f.tokens = info.tokens;
   f.model = info.model;
   f.source = "kvlab vq train " + path + " --spec " + f.spec + " --role " + a.role + " --iters " +
              std::to_string(a.iters) + " --init " + a.init + " --seed " + std::to_string(a.seed);
   const int64_t T = info.tokens, D = info.head_dim;
   double sq = 0, ref = 0;
   for (Role role : parse_roles(a.role)) {
-    f.roles.push_back(role_name(role));
+    f.roles.push_back(to_string(role));
     std::vector<float> books;
     for (int64_t l = lr.first; l <= lr.last; ++l) {
       const Tensor x = reader->read(l, role);
@@ -68,8 +78,10 @@ void train(const TrainArgs& a) {
         const VQCodebooks cb = vq_train(xh, T, D, spec, p);
         books.insert(books.end(), cb.data.begin(), cb.data.end());
         const auto xhat = vq_decode(cb, vq_encode(cb, xh, T, a.threads).data(), T);
-        for (int64_t i = 0; i < T * D; ++i)
-          sq += (double)(xh[i] - xhat[i]) * (xh[i] - xhat[i]), ref += (double)xh[i] * xh[i];
+        for (int64_t i = 0; i < T * D; ++i) {
+          sq += (double)(xh[i] - xhat[i]) * (xh[i] - xhat[i]);
+          ref += (double)xh[i] * xh[i];
+        }
       }
     }
     f.books.push_back(std::move(books));
@@ -118,9 +130,14 @@ void reorder(const ReorderArgs& a) {
         all_usage.insert(all_usage.end(), u.begin(), u.end());
         for (int64_t b = 0; b < (int64_t)u.size() / K; ++b) {
           const CacheLevels c = cache_levels(&u[b * K], K, entry_bytes, a.reg_bytes, a.smem_bytes);
-          hot += c.hot, s_reg += c.share_reg, s_sh += c.share_shared, s_gl += c.share_global;
+          hot += c.hot;
+          s_reg += c.share_reg;
+          s_sh += c.share_shared;
+          s_gl += c.share_global;
           top16 += c.coverage[std::min<int64_t>(15, K - 1)];
-          n_reg = c.n_reg, n_sh = c.n_shared, ++books;
+          n_reg = c.n_reg;
+          n_sh = c.n_shared;
+          ++books;
         }
       }
     }
@@ -148,15 +165,15 @@ static void add_vq(CLI::App& app) {
   auto t = std::make_shared<TrainArgs>();
   auto* c =
       vq->add_subcommand("train", "Train one codebook per (layer, KV head, role, channel group, stage)");
-  c->add_option("dump", t->dump, "KV dump (default: the shipped stories260K dump)");
+  add_dump_arg(c, t->dump, "KV dump (default: the shipped stories260K dump)");
   c->add_option("--spec", t->spec, "CQ-<c>c<b>b or VQ<v,b,r>")->capture_default_str();
   c->add_option("--role", t->role, "k, v or kv")->capture_default_str();
   c->add_option("--iters", t->iters, "k-means iterations")->capture_default_str();
-  c->add_option("--init", t->init, "random, kmeans++ or farthest")->capture_default_str();
+  c->add_option("--init", t->init, enum_list<KMeansInit>(", ", " or "))->capture_default_str();
   c->add_option("--seed", t->seed, "k-means seed")->capture_default_str();
-  c->add_option("--layers", t->layers, "layers a-b (inclusive) or a; default all");
-  c->add_option("--threads", t->threads, "OpenMP threads (0: default)")->capture_default_str();
-  c->add_option("--out", t->out, "codebook file (.h5, docs/FORMATS.md)")->required();
+  add_layers_option(c, t->layers);
+  add_threads_option(c, t->threads, "OpenMP threads (0: default)");
+  add_out_option(c, t->out, "codebook file (.h5, docs/FORMATS.md)")->required();
   c->callback([t] { train(*t); });
   auto r = std::make_shared<ReorderArgs>();
   auto* o = vq->add_subcommand("reorder",
@@ -165,7 +182,7 @@ static void add_vq(CLI::App& app) {
   o->add_option("--dump", r->dump, "dump to count uses on (default: the shipped dump)");
   o->add_option("--reg-bytes", r->reg_bytes, "register budget per codebook, bytes")->required();
   o->add_option("--smem-bytes", r->smem_bytes, "shared-memory budget per codebook, bytes")->required();
-  o->add_option("--out", r->out, "output file (default: rewrite the input)");
+  add_out_option(o, r->out, "output file (default: rewrite the input)");
   o->callback([r] { reorder(*r); });
 }
 

@@ -10,10 +10,10 @@ int main(int argc, char** argv) {
   CLI::App app{"kvlab: KV-cache quantization research toolkit"};
   app.require_subcommand(1);
   kvlab::register_vq_method();  // before the commands list or parse methods
-  kvlab::cli::add_all_commands(app);
 #if defined(KVLAB_HAVE_GPU_CLI)
-  kvlab::cli::add_gpu(app);
+  kvlab::cli::register_command(kvlab::cli::kGpuCommandOrder, kvlab::cli::add_gpu);
 #endif
+  kvlab::cli::add_all_commands(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

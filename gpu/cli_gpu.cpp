@@ -13,9 +13,9 @@ namespace {
 void add_dump_data(const std::string& path, gpu::ValidateOptions& opt) {
   const auto dump = open_dump(path);
   const DumpInfo& in = dump->info();
-  for (Role role : {Role::k, Role::v}) {
+  for (Role role : {Role::K, Role::V}) {
     gpu::NamedData d{
-        std::string("dump-") + role_name(role), {in.num_layers, in.num_kv_heads, in.tokens, in.head_dim}, {}};
+        std::string("dump-") + to_string(role), {in.num_layers, in.num_kv_heads, in.tokens, in.head_dim}, {}};
     for (int64_t l = 0; l < in.num_layers; ++l) {
       const Tensor t = dump->read(l, role);
       d.values.insert(d.values.end(), t.data.begin(), t.data.end());

@@ -42,21 +42,10 @@ void page_scores(Selector s, const float* x, int64_t G, int64_t D, double* score
 
 }  // namespace
 
-const std::vector<std::string>& selector_names() {
-  static const std::vector<std::string> names{"magnitude", "random", "variance", "oracle",
-                                              "prefix-magnitude"};
-  return names;
-}
-
-const char* to_string(Selector s) { return selector_names()[(int)s].c_str(); }
-
 Selector parse_selector(const std::string& name) {
-  const auto& names = selector_names();
-  for (size_t i = 0; i < names.size(); ++i)
-    if (names[i] == name) return (Selector)i;
-  std::string valid;
-  for (const auto& n : names) valid += (valid.empty() ? "" : ", ") + n;
-  throw std::invalid_argument("--selectors: unknown selector '" + name + "'; valid: " + valid);
+  if (const auto s = find_enum<Selector>(name)) return *s;
+  throw std::invalid_argument("--selectors: unknown selector '" + name +
+                              "'; valid: " + enum_choices<Selector>());
 }
 
 std::vector<Selector> parse_selectors(const std::string& list) {

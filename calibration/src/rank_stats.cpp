@@ -36,7 +36,9 @@ double spearman(const std::vector<double>& a, const std::vector<double>& b) {
   double sab = 0, saa = 0, sbb = 0;
   for (size_t i = 0; i < n; ++i) {
     const double da = ra[i] - mean, db = rb[i] - mean;
-    sab += da * db, saa += da * da, sbb += db * db;
+    sab += da * db;
+    saa += da * da;
+    sbb += db * db;
   }
   if (saa == 0 || sbb == 0) return NAN;
   return sab / std::sqrt(saa * sbb);

@@ -12,6 +12,7 @@
 
 #include "kvlab/quantizer.h"
 #include "kvlab/rank_stats.h"
+#include "kvlab/threads.h"
 #include "sensitivity_kernel.h"
 
 namespace kvlab {
@@ -36,8 +37,12 @@ void check_options(const SensitivityOptions& o, int64_t T) {
 
 QuantizerSpec channel_quantizer(const SensitivityOptions& o) {
   QuantizerSpec s;
-  s.scheme = Scheme::Asym, s.bits = o.bits, s.axis = Axis::Channel, s.group = o.group;
-  s.params = o.params, s.profile = o.profile;
+  s.scheme = Scheme::Asym;
+  s.bits = o.bits;
+  s.axis = Axis::Channel;
+  s.group = o.group;
+  s.params = o.params;
+  s.profile = o.profile;
   return s;
 }
 
@@ -50,7 +55,9 @@ std::vector<ChannelStats> channel_stats(const float* k, int64_t D, int64_t begin
     double sum = 0, sum_abs = 0, mx = 0;
     for (int64_t t = begin; t < end; ++t) {
       const double x = k[t * D + c];
-      sum += x, sum_abs += std::abs(x), mx = std::max(mx, std::abs(x));
+      sum += x;
+      sum_abs += std::abs(x);
+      mx = std::max(mx, std::abs(x));
     }
     const double mean = sum / n;
     double var = 0;  // two passes: a large mean (outlier channels) would swamp sum x^2
@@ -82,13 +89,18 @@ void layer_sensitivity(int64_t layer, const Tensor& q, const Tensor& k, const st
       }
   const int64_t tiles = ((int64_t)positions.size() + kQueryTile - 1) / kQueryTile;
   std::vector<double> partial(Hq * tiles * D, 0.0);
-#pragma omp parallel for schedule(dynamic, 1) num_threads(o.threads > 0 ? o.threads : omp_get_max_threads())
+#pragma omp parallel for schedule(dynamic, 1) num_threads(resolve_threads(o.threads))
   for (int64_t w = 0; w < Hq * tiles; ++w) {
     const int64_t h = w / tiles, tile = w % tiles, g = h / group;
     detail::HeadTask t;
-    t.q = &q.data[h * T * D], t.k = &kd[g * T * D], t.delta = &delta[g * D * n],
+    t.q = &q.data[h * T * D];
+    t.k = &kd[g * T * D];
+    t.delta = &delta[g * D * n];
     t.delta_absmax = &absmax[g * D];
-    t.T = T, t.D = D, t.kb = kb, t.n = n;
+    t.T = T;
+    t.D = D;
+    t.kb = kb;
+    t.n = n;
     t.positions = positions.data() + tile * kQueryTile;
     t.count = std::min<int64_t>(kQueryTile, (int64_t)positions.size() - tile * kQueryTile);
     if (o.naive)
@@ -125,7 +137,8 @@ std::vector<RankingRow> rank_layer(const std::vector<SensitivityRow>& rows, int6
     if (heads == 0) continue;
     for (double& s : sens) s /= (double)heads;
     RankingRow rr;
-    rr.layer = layer, rr.kv_head = g;
+    rr.layer = layer;
+    rr.kv_head = g;
     rr.spearman = spearman(mag, sens);
     for (int64_t div : {16, 8, 4}) {
       rr.ks.push_back(head_dim / div);

@@ -90,7 +90,9 @@ void sums(const double* P, const double* P2, const double* dl, double a, int64_t
     sb += P2[j] * em;
     sc += P2[j] * em * em;
   }
-  A = sa, B = sb, C = sc;
+  A = sa;
+  B = sb;
+  C = sc;
 }
 
 // Shifts too large for exp in double (|d| > 300): the perturbed softmax recomputed from the

@@ -25,8 +25,14 @@ struct Overflow {
   float mn = 0, mx = 0;
   void note(int64_t n_, int64_t r, int64_t g, float lo, float hi) {
 #pragma omp critical(kvlab_overflow)
-    if (!bad || n_ * 1000003 + r < n * 1000003 + row)
-      bad = true, n = n_, row = r, group = g, mn = lo, mx = hi;
+    if (!bad || n_ * 1000003 + r < n * 1000003 + row) {
+      bad = true;
+      n = n_;
+      row = r;
+      group = g;
+      mn = lo;
+      mx = hi;
+    }
   }
 };
 
@@ -62,8 +68,10 @@ void column_minmax(const float* __restrict tile, int64_t len, int64_t D, float* 
   std::fill(mn, mn + D, INFINITY);
   std::fill(mx, mx + D, -INFINITY);
   for (int64_t t = 0; t < len; ++t)
-    for (int64_t c = 0; c < D; ++c)
-      mn[c] = f_min(mn[c], tile[t * D + c]), mx[c] = f_max(mx[c], tile[t * D + c]);
+    for (int64_t c = 0; c < D; ++c) {
+      mn[c] = f_min(mn[c], tile[t * D + c]);
+      mx[c] = f_max(mx[c], tile[t * D + c]);
+    }
 }
 
 // Codes of n elements, each with its own group parameters (the channels of one token row).
@@ -118,12 +126,16 @@ void quantize_channel(const In* x, const Layout& lo, bool half, QuantizedTensor&
         const int64_t cl = std::min(kChunk, len - c0);
         load<Recipe>(x + lo.elem(n, t0 + c0, 0), s.tile.data(), cl * D);
         column_minmax(s.tile.data(), cl, D, cmn.data(), cmx.data());
-        for (int64_t c = 0; c < D; ++c) s.mn[c] = f_min(s.mn[c], cmn[c]), s.mx[c] = f_max(s.mx[c], cmx[c]);
+        for (int64_t c = 0; c < D; ++c) {
+          s.mn[c] = f_min(s.mn[c], cmn[c]);
+          s.mx[c] = f_max(s.mx[c], cmx[c]);
+        }
       }
       for (int64_t c = 0; c < D; ++c) {
         const GroupParams p = params_of<Recipe, Sym>(s.mn[c], s.mx[c], bits, half);
         if (!fits(p)) of.note(n, c, g, s.mn[c], s.mx[c]);
-        s.scale[c] = p.scale, s.zero[c] = p.zero;
+        s.scale[c] = p.scale;
+        s.zero[c] = p.zero;
         const int64_t at = (n * D + c) * lo.groups + g;
         q.scale[at] = p.scale;
         if constexpr (!Sym) q.zero[at] = p.zero;
@@ -152,13 +164,26 @@ void quantize_channel(const In* x, const Layout& lo, bool half, QuantizedTensor&
 // Min and max of n elements, in 16 lanes (the order does not matter: see f_min in hd.h).
 void row_minmax(const float* __restrict x, int64_t n, float& mn, float& mx) {
   float lmn[16], lmx[16];
-  for (int j = 0; j < 16; ++j) lmn[j] = INFINITY, lmx[j] = -INFINITY;
+  for (int j = 0; j < 16; ++j) {
+    lmn[j] = INFINITY;
+    lmx[j] = -INFINITY;
+  }
   int64_t i = 0;
   for (; i + 16 <= n; i += 16)
-    for (int j = 0; j < 16; ++j) lmn[j] = f_min(lmn[j], x[i + j]), lmx[j] = f_max(lmx[j], x[i + j]);
-  for (; i < n; ++i) lmn[0] = f_min(lmn[0], x[i]), lmx[0] = f_max(lmx[0], x[i]);
-  mn = INFINITY, mx = -INFINITY;
-  for (int j = 0; j < 16; ++j) mn = f_min(mn, lmn[j]), mx = f_max(mx, lmx[j]);
+    for (int j = 0; j < 16; ++j) {
+      lmn[j] = f_min(lmn[j], x[i + j]);
+      lmx[j] = f_max(lmx[j], x[i + j]);
+    }
+  for (; i < n; ++i) {
+    lmn[0] = f_min(lmn[0], x[i]);
+    lmx[0] = f_max(lmx[0], x[i]);
+  }
+  mn = INFINITY;
+  mx = -INFINITY;
+  for (int j = 0; j < 16; ++j) {
+    mn = f_min(mn, lmn[j]);
+    mx = f_max(mx, lmx[j]);
+  }
 }
 
 // axis=token: a group is G channels of one token; rows are tokens.

@@ -86,6 +86,13 @@ struct RowErrors {
 // distributions are too far apart for the shared-scale sums (exact_row.cpp).
 RowErrors exact_row_errors(const TileJob& job, int64_t r, int m);
 
+class Laps;  // attend.cpp: CPU-time laps into AttentionTimes
+
+// One key tile of a job: keys s0..s0+n-1, seen by rows r0..B-1 (nb of them).
+struct KeyTile {
+  int64_t s0 = 0, n = 0, r0 = 0, nb = 0;
+};
+
 // Buffers reused between tiles by one thread.
 class TileKernel {
  public:
@@ -94,6 +101,22 @@ class TileKernel {
 
  private:
   void resize(const TileJob& job);
+  // The phases of run, in order. Per job:
+  void reset(const TileJob& job);  // running maxima, sums, accumulators and top-k emptied
+  // Per key tile: the fp32 GEMMs (reference logits L, each method's differences delta) ...
+  void logits(const TileJob& job, const KeyTile& t);
+  // ... the causal mask, the reference's running max M and each method's scale S, rescaling
+  // what was summed under the old ones ...
+  void mask_and_rescale(const TileJob& job, const KeyTile& t);
+  // ... the reference weights e = exp(l - M) and their sums Z, sum e^2 ...
+  void reference_weights(const KeyTile& t);
+  // ... acc (D x B, from row t.r0) += weights (nb x n) times the tile's values (T, D) ...
+  void outputs(const float* weights, const float* values, const KeyTile& t, int64_t D, double* acc,
+               int64_t B);
+  // ... and for each method its weights, metric sums, outputs and top-k.
+  void method_tile(const TileJob& job, int m, const KeyTile& t, Laps& laps);
+  // Per job, last: each row normalized and compared, summed into its head's stats.
+  void finish(const TileJob& job, TileResult& result, float* out_o);
   // Push the tile's values L - delta (or L when delta is null; col-major nb x n, keys from s0)
   // into the rows' top-k; tmax: each row's largest value in the tile.
   void update_topk(TopK* top, const float* L, const float* delta, const float* tmax, int64_t nb, int64_t n,

@@ -55,10 +55,31 @@ std::vector<float> scaled_queries(const std::vector<float>& q, const Dims& d,
   return out;
 }
 
+// The job of KV head g: its query heads' rows of qs (group * N of them) and its keys and values.
+detail::GroupJob group_job(const std::vector<float>& qs, const std::vector<float>& kf,
+                           const std::vector<float>& vf, const Dims& d, int64_t g,
+                           const std::vector<int64_t>& positions, const AttentionTiles& tiles) {
+  const int64_t N = positions.size(), group = d.Hq / d.Hkv;
+  detail::GroupJob job;
+  job.q = &qs[g * group * N * d.D];
+  job.heads = group;
+  job.N = N;
+  job.D = d.D;
+  job.pos = positions.data();
+  job.k = &kf[g * d.T * d.D];
+  job.v = &vf[g * d.T * d.D];
+  job.tiles = tiles;
+  return job;
+}
+
 }  // namespace
 
 void AttentionTimes::merge(const AttentionTimes& o) {
-  gemm_qk += o.gemm_qk, gemm_pv += o.gemm_pv, softmax += o.softmax, metrics += o.metrics, topk += o.topk;
+  gemm_qk += o.gemm_qk;
+  gemm_pv += o.gemm_pv;
+  softmax += o.softmax;
+  metrics += o.metrics;
+  topk += o.topk;
 }
 
 Tensor attention(const TensorView& q, const TensorView& k, const TensorView& v,
@@ -70,12 +91,7 @@ Tensor attention(const TensorView& q, const TensorView& k, const TensorView& v,
   out.shape = {d.Hq, N, d.D};
   out.data.resize(d.Hq * N * d.D);
   for (int64_t g = 0; g < d.Hkv; ++g) {
-    detail::GroupJob job;
-    job.q = &qs[g * group * N * d.D];
-    job.heads = group, job.N = N, job.D = d.D;
-    job.pos = positions.data();
-    job.k = &kf[g * d.T * d.D], job.v = &vf[g * d.T * d.D];
-    job.tiles = tiles;
+    detail::GroupJob job = group_job(qs, kf, vf, d, g, positions, tiles);
     detail::GroupResult res;
     detail::run_group(job, res, &out.data[g * group * N * d.D], nullptr);
   }
@@ -94,17 +110,12 @@ std::vector<std::vector<AttnStats>> attention_errors(const TensorView& q, const 
                                   shape_string(caches[m].k.shape) + ", v " + shape_string(caches[m].v.shape) +
                                   "; expected " + shape_string(k.shape));
   const std::vector<float> kf = to_f32(k), vf = to_f32(v), qs = scaled_queries(to_f32(q), d, positions);
-  const int64_t N = positions.size(), group = d.Hq / d.Hkv, TD = d.T * d.D;
+  const int64_t group = d.Hq / d.Hkv, TD = d.T * d.D;
   const int M = caches.size();
   std::vector<std::vector<AttnStats>> out(M, std::vector<AttnStats>(d.Hq));
   std::vector<std::vector<float>> dk(M, std::vector<float>(TD));
   for (int64_t g = 0; g < d.Hkv; ++g) {
-    detail::GroupJob job;
-    job.q = &qs[g * group * N * d.D];
-    job.heads = group, job.N = N, job.D = d.D;
-    job.pos = positions.data();
-    job.k = &kf[g * TD], job.v = &vf[g * TD];
-    job.tiles = tiles;
+    detail::GroupJob job = group_job(qs, kf, vf, d, g, positions, tiles);
     for (int m = 0; m < M; ++m) {
       for (int64_t i = 0; i < TD; ++i) dk[m][i] = kf[g * TD + i] - caches[m].k.data[g * TD + i];
       job.methods.push_back({dk[m].data(), &caches[m].v.data[g * TD]});

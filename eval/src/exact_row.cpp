@@ -16,9 +16,12 @@ RowErrors exact_row_errors(const TileJob& j, int64_t r, int m) {
   std::vector<double> l(n), lh(n);
   for (int64_t s = 0; s < n; ++s) {
     double dot = 0, dd = 0;
-    for (int64_t c = 0; c < D; ++c)
-      dot += (double)q[c] * j.k[s * D + c], dd += (double)q[c] * mk.dk[s * D + c];
-    l[s] = dot, lh[s] = dot - dd;
+    for (int64_t c = 0; c < D; ++c) {
+      dot += (double)q[c] * j.k[s * D + c];
+      dd += (double)q[c] * mk.dk[s * D + c];
+    }
+    l[s] = dot;
+    lh[s] = dot - dd;
   }
   auto lse = [](const std::vector<double>& x) {
     const double mx = *std::max_element(x.begin(), x.end());
@@ -33,7 +36,10 @@ RowErrors exact_row_errors(const TileJob& j, int64_t r, int m) {
     const double p = std::exp(l[s] - a), ph = std::exp(lh[s] - b);
     e.score_sq += (p - ph) * (p - ph);
     e.kl += p * ((l[s] - a) - (lh[s] - b));
-    for (int64_t c = 0; c < D; ++c) o[c] += p * j.v[s * D + c], oh[c] += ph * mk.v_hat[s * D + c];
+    for (int64_t c = 0; c < D; ++c) {
+      o[c] += p * j.v[s * D + c];
+      oh[c] += ph * mk.v_hat[s * D + c];
+    }
   }
   for (int64_t c = 0; c < D; ++c) e.out_sq += (o[c] - oh[c]) * (o[c] - oh[c]);
   return e;

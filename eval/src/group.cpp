@@ -27,17 +27,23 @@ void run_group(const GroupJob& g, GroupResult& result, float* out_o, AttentionTi
 #pragma omp for schedule(dynamic, 1)
     for (int64_t t = 0; t < tiles; ++t) {
       const int64_t tile = tiles - 1 - t, first = tile * Bq, n = std::min(Bq, g.N - first), B = n * H;
-      q.resize(B * D), pos.resize(B);
+      q.resize(B * D);
+      pos.resize(B);
       for (int64_t i = 0; i < n; ++i)
         for (int64_t h = 0; h < H; ++h) {
           std::copy_n(g.q + (h * g.N + first + i) * D, D, &q[(i * H + h) * D]);
           pos[i * H + h] = g.pos[first + i];
         }
       TileJob job;
-      job.q = q.data(), job.pos = pos.data();
-      job.B = B, job.D = D, job.heads = H;
-      job.k = g.k, job.v = g.v;
-      job.methods = g.methods.data(), job.M = M;
+      job.q = q.data();
+      job.pos = pos.data();
+      job.B = B;
+      job.D = D;
+      job.heads = H;
+      job.k = g.k;
+      job.v = g.v;
+      job.methods = g.methods.data();
+      job.M = M;
       job.key_tile = g.tiles.key_tile;
       if (out_o) o.resize(B * D);
       kernel.run(job, parts[tile], out_o ? o.data() : nullptr, times ? &local : nullptr);

@@ -30,7 +30,10 @@ ReconStats compare(const float* x, float* x_hat, int64_t T, int64_t D, int64_t b
     }
   }
   ReconStats s;
-  for (int64_t c = 0; c < D; ++c) s.sq_err += sq[c], s.max_abs = std::max(s.max_abs, mx[c]);
+  for (int64_t c = 0; c < D; ++c) {
+    s.sq_err += sq[c];
+    s.max_abs = std::max(s.max_abs, mx[c]);
+  }
   s.count = std::max<int64_t>(0, end - begin) * D;
   same = !differs;
   return s;
@@ -49,10 +52,12 @@ void finish_head_cache(const float* k, const float* v, int64_t T, int64_t D, con
 
 HalfCopies half_copies(const float* k, const float* v, int64_t n) {
   HalfCopies h;
-  h.k.resize(n), h.v.resize(n);
+  h.k.resize(n);
+  h.v.resize(n);
   int inexact = 0;
   for (int64_t i = 0; i < n; ++i) {
-    h.k[i] = (_Float16)k[i], h.v[i] = (_Float16)v[i];
+    h.k[i] = (_Float16)k[i];
+    h.v[i] = (_Float16)v[i];
     inexact |= ((float)h.k[i] != k[i]) | ((float)h.v[i] != v[i]);
   }
   h.exact = !inexact;

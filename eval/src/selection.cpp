@@ -16,33 +16,35 @@ int64_t parse_count(const std::string& v, const std::string& option, const std::
   return out;
 }
 
+// " (valid: all, last:N, stride:N with N >= 1)": every mode but All takes N.
+std::string valid_queries() {
+  std::string list;
+  for (const auto& n : EnumNames<QuerySelection::Mode>::names)
+    list +=
+        (list.empty() ? "" : ", ") + std::string(n.name) + (n.value == QuerySelection::Mode::All ? "" : ":N");
+  return " (valid: " + list + " with N >= 1)";
+}
+
 }  // namespace
 
 QuerySelection parse_queries(const std::string& text) {
-  const std::string valid = " (valid: all, last:N, stride:N with N >= 1)";
-  if (text == "all") return {};
   const size_t colon = text.find(':');
-  const std::string mode = text.substr(0, colon);
+  const auto mode = find_enum<QuerySelection::Mode>(text.substr(0, colon));
+  if (mode == QuerySelection::Mode::All && colon == std::string::npos) return {};
+  if (!mode || *mode == QuerySelection::Mode::All)
+    throw std::invalid_argument("--queries '" + text + "' is not valid" + valid_queries());
   QuerySelection q;
-  if (mode == "last")
-    q.mode = QuerySelection::Mode::Last;
-  else if (mode == "stride")
-    q.mode = QuerySelection::Mode::Stride;
-  else
-    throw std::invalid_argument("--queries '" + text + "' is not valid" + valid);
-  if (colon == std::string::npos) throw std::invalid_argument("--queries '" + text + "' needs N" + valid);
+  q.mode = *mode;
+  if (colon == std::string::npos)
+    throw std::invalid_argument("--queries '" + text + "' needs N" + valid_queries());
   q.n = parse_count(text.substr(colon + 1), "--queries", text);
   if (q.n < 1) throw std::invalid_argument("--queries '" + text + "': N must be >= 1");
   return q;
 }
 
 std::string to_string(const QuerySelection& q) {
-  switch (q.mode) {
-    case QuerySelection::Mode::All: return "all";
-    case QuerySelection::Mode::Last: return "last:" + std::to_string(q.n);
-    case QuerySelection::Mode::Stride: return "stride:" + std::to_string(q.n);
-  }
-  return "?";
+  const std::string mode = enum_name(q.mode);
+  return q.mode == QuerySelection::Mode::All ? mode : mode + ":" + std::to_string(q.n);
 }
 
 std::vector<int64_t> select_queries(const QuerySelection& q, int64_t tokens) {

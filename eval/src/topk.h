@@ -26,10 +26,12 @@ struct TopK {
     if (count == kTopK && !before(v, i, val[kTopK - 1], idx[kTopK - 1])) return;
     int j = count < kTopK ? count++ : kTopK - 1;
     while (j > 0 && before(v, i, val[j - 1], idx[j - 1])) {
-      val[j] = val[j - 1], idx[j] = idx[j - 1];
+      val[j] = val[j - 1];
+      idx[j] = idx[j - 1];
       --j;
     }
-    val[j] = v, idx[j] = i;
+    val[j] = v;
+    idx[j] = i;
   }
 
   // Shared positions of two top-k sets over the same row.

@@ -133,8 +133,12 @@ CodebookFile read_codebook_file(const std::string& path) {
   };
   CodebookFile f;
   f.spec = h5::read_string_attr(r, "spec", where).value_or("");
-  f.vec = need("vec"), f.bits = need("bits"), f.stages = need("stages");
-  f.num_layers = need("num_layers"), f.num_kv_heads = need("num_kv_heads"), f.head_dim = need("head_dim");
+  f.vec = need("vec");
+  f.bits = need("bits");
+  f.stages = need("stages");
+  f.num_layers = need("num_layers");
+  f.num_kv_heads = need("num_kv_heads");
+  f.head_dim = need("head_dim");
   f.tokens = need("tokens");
   f.first_layer = need("first_layer");
   f.reordered = need("reordered") != 0;

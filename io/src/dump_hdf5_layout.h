@@ -11,7 +11,7 @@ inline constexpr const char* kDumpFormatName = "kvlab-kv-dump";
 inline constexpr int64_t kDumpFormatVersion = 1;
 
 inline std::string dataset_path(int64_t layer, Role role) {
-  return "/layers/" + std::to_string(layer) + "/" + role_name(role);
+  return "/layers/" + std::to_string(layer) + "/" + to_string(role);
 }
 
 }  // namespace kvlab::detail

@@ -17,7 +17,7 @@ namespace {
 
 using h5::Id;
 
-enum class Stored { f16, bf16, f32 };
+enum class Stored { F16, BF16, F32 };
 
 class Hdf5Dump final : public DumpReader {
  public:
@@ -50,13 +50,13 @@ Hdf5Dump::Hdf5Dump(const std::string& path) : path_(path) {
   file_ = Id(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
   if (!file_.valid()) fail("cannot open the HDF5 file (truncated or corrupt?)");
   read_metadata();
-  info_.has_k_pre_rope = h5::link_exists(file_.get(), dataset_path(0, Role::k_pre_rope));
+  info_.has_k_pre_rope = h5::link_exists(file_.get(), dataset_path(0, Role::KPreRope));
   for (int64_t l = 0; l < info_.num_layers; ++l)
-    for (Role r : {Role::q, Role::k, Role::v, Role::k_pre_rope}) {
-      if (r == Role::k_pre_rope && !info_.has_k_pre_rope) {
+    for (Role r : {Role::Q, Role::K, Role::V, Role::KPreRope}) {
+      if (r == Role::KPreRope && !info_.has_k_pre_rope) {
         if (h5::link_exists(file_.get(), dataset_path(l, r)))
           fail(dataset_path(l, r) + " exists but layer 0 has no k_pre_rope");
-        stored_.push_back(Stored::f32);
+        stored_.push_back(Stored::F32);
         continue;
       }
       stored_.push_back(check_dataset(l, r));
@@ -128,9 +128,9 @@ Stored Hdf5Dump::check_dataset(int64_t layer, Role role) const {
   const H5T_class_t cls = H5Tget_class(type.get());
   const size_t size = H5Tget_size(type.get());
   const std::string tag = h5::read_string_attr(ds.get(), "dtype", path_ + ": " + name).value_or("");
-  if (cls == H5T_FLOAT && size == 4) return Stored::f32;
-  if (h5::is_half_type(type.get())) return Stored::f16;
-  if (cls == H5T_INTEGER && size == 2 && tag == "bfloat16") return Stored::bf16;
+  if (cls == H5T_FLOAT && size == 4) return Stored::F32;
+  if (h5::is_half_type(type.get())) return Stored::F16;
+  if (cls == H5T_INTEGER && size == 2 && tag == "bfloat16") return Stored::BF16;
   fail(name + " has an unsupported element type (class " + std::to_string((int)cls) + ", " +
        std::to_string(size) + " bytes, dtype attribute '" + tag +
        "'); expected float32, float16, or uint16 with dtype=bfloat16");
@@ -148,11 +148,11 @@ Tensor Hdf5Dump::load(int64_t layer, Role role, int64_t head) const {
   out.data.resize(heads * T * D);
 
   // Raw bytes as stored, then to fp32: the parallel chunk decoder when the layout allows.
-  const int elem = st == Stored::f32 ? 4 : 2;
-  std::vector<uint16_t> bits(st == Stored::f32 ? 0 : out.data.size());
-  void* raw = st == Stored::f32 ? (void*)out.data.data() : (void*)bits.data();
-  Id mem_type(H5Tcopy(st == Stored::f32 ? H5T_NATIVE_FLOAT : H5T_NATIVE_UINT16));
-  if (st == Stored::f16) mem_type = h5::half_type();
+  const int elem = st == Stored::F32 ? 4 : 2;
+  std::vector<uint16_t> bits(st == Stored::F32 ? 0 : out.data.size());
+  void* raw = st == Stored::F32 ? (void*)out.data.data() : (void*)bits.data();
+  Id mem_type(H5Tcopy(st == Stored::F32 ? H5T_NATIVE_FLOAT : H5T_NATIVE_UINT16));
+  if (st == Stored::F16) mem_type = h5::half_type();
   herr_t rc = 0;
   if (!read_chunks_parallel(ds.get(), std::max<int64_t>(head, 0), heads, T, D, elem, raw,
                             path_ + ": " + name)) {
@@ -165,9 +165,9 @@ Tensor Hdf5Dump::load(int64_t layer, Role role, int64_t head) const {
     Id mem_space(H5Screate_simple(3, count, nullptr));
     rc = H5Dread(ds.get(), mem_type.get(), mem_space.get(), file_space.get(), H5P_DEFAULT, raw);
   }
-  if (st == Stored::f16)
+  if (st == Stored::F16)
     half_to_float_n(bits.data(), out.data.data(), (int64_t)bits.size());
-  else if (st == Stored::bf16)
+  else if (st == Stored::BF16)
     for (size_t i = 0; i < bits.size(); ++i) out.data[i] = bf16_to_float(bits[i]);
   if (rc < 0) fail("cannot read " + name + " (truncated or corrupt file?)");
   check_finite(out.view(), path_ + ": " + name + (head >= 0 ? " head " + std::to_string(head) : ""));

@@ -44,9 +44,9 @@ void DumpWriter::Impl::write_root_attributes() {
   h5::write_attr(f, "head_dim", info.head_dim);
   h5::write_attr(f, "num_tokens", info.tokens);
   h5::write_attr(f, "rope_theta", info.rope_theta);
-  h5::write_attr(f, "rope_style", std::string(rope_style_name(info.rope_style)));
+  h5::write_attr(f, "rope_style", std::string(to_string(info.rope_style)));
   h5::write_attr(f, "k_after_rope", (int64_t)(info.k_after_rope ? 1 : 0));
-  h5::write_attr(f, "dtype", std::string(capture_dtype_name(info.dtype)));
+  h5::write_attr(f, "dtype", std::string(to_string(info.dtype)));
   h5::write_attr(f, "source", info.source);
   if (!info.text.empty()) h5::write_attr(f, "text", info.text);
   if (!info.token_ids.empty()) {
@@ -107,7 +107,7 @@ void DumpWriter::Impl::write_dataset(const std::string& name, const void* data, 
         fail("cannot write a chunk of " + name + " (disk full?)");
     }
   }
-  h5::write_attr(ds.get(), "dtype", std::string(capture_dtype_name(info.dtype)));
+  h5::write_attr(ds.get(), "dtype", std::string(to_string(info.dtype)));
 }
 
 DumpWriter::DumpWriter(const std::string& path, const DumpInfo& info, DumpWriteOptions options)
@@ -140,7 +140,7 @@ void DumpWriter::write(int64_t layer, Role role, const TensorView& x) {
   if (m.committed) m.fail("write of " + name + " after commit");
   if (layer < 0 || layer >= m.info.num_layers)
     m.fail("layer " + std::to_string(layer) + " out of range [0, " + std::to_string(m.info.num_layers) + ")");
-  if (role == Role::k_pre_rope && !m.info.has_k_pre_rope)
+  if (role == Role::KPreRope && !m.info.has_k_pre_rope)
     m.fail("k_pre_rope given but info.has_k_pre_rope is false");
   if (x.shape != m.info.shape(role))
     m.fail(name + " has shape " + shape_string(x.shape) + ", expected " + shape_string(m.info.shape(role)));
@@ -150,14 +150,14 @@ void DumpWriter::write(int64_t layer, Role role, const TensorView& x) {
   const int64_t n = x.numel();
   std::vector<float> f32;  // fp32 copy of fp16 input, only when the stored dtype needs one
   const float* src = static_cast<const float*>(x.data);
-  if (x.dtype == DType::F16 && m.info.dtype != CaptureDtype::f16) {
+  if (x.dtype == DType::F16 && m.info.dtype != CaptureDtype::F16) {
     f32.resize(n);
     detail::half_to_float_n(static_cast<const uint16_t*>(x.data), f32.data(), n);
     src = f32.data();
   }
   switch (m.info.dtype) {
-    case CaptureDtype::f32: m.write_dataset(name, src, H5T_IEEE_F32LE, x.shape); break;
-    case CaptureDtype::f16: {
+    case CaptureDtype::F32: m.write_dataset(name, src, H5T_IEEE_F32LE, x.shape); break;
+    case CaptureDtype::F16: {
       std::vector<uint16_t> bits(n);
       if (x.dtype == DType::F16) {
         std::memcpy(bits.data(), x.data, n * sizeof(uint16_t));
@@ -172,7 +172,7 @@ void DumpWriter::write(int64_t layer, Role role, const TensorView& x) {
       m.write_dataset(name, bits.data(), t.get(), x.shape);
       break;
     }
-    case CaptureDtype::bf16: {
+    case CaptureDtype::BF16: {
       std::vector<uint16_t> bits(n);
       for (int64_t i = 0; i < n; ++i) bits[i] = detail::float_to_bf16(src[i]);
       m.write_dataset(name, bits.data(), H5T_STD_U16LE, x.shape);
@@ -184,8 +184,8 @@ void DumpWriter::write(int64_t layer, Role role, const TensorView& x) {
 void DumpWriter::commit() {
   Impl& m = *impl_;
   if (m.committed) return;
-  std::vector<Role> roles = {Role::q, Role::k, Role::v};
-  if (m.info.has_k_pre_rope) roles.push_back(Role::k_pre_rope);
+  std::vector<Role> roles = {Role::Q, Role::K, Role::V};
+  if (m.info.has_k_pre_rope) roles.push_back(Role::KPreRope);
   for (int64_t l = 0; l < m.info.num_layers; ++l)
     for (Role r : roles)
       if (!m.written.count({l, r}))

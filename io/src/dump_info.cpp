@@ -7,51 +7,21 @@
 
 namespace kvlab {
 
-const char* role_name(Role r) {
-  switch (r) {
-    case Role::q: return "q";
-    case Role::k: return "k";
-    case Role::v: return "v";
-    case Role::k_pre_rope: return "k_pre_rope";
-  }
-  return "?";
+namespace {
+
+// The enumerator named `name`, else std::invalid_argument "unknown <what> '<name>' (valid: ...)".
+template <class E>
+E parse_named(const std::string& name, const char* what) {
+  if (const auto e = find_enum<E>(name)) return *e;
+  throw std::invalid_argument(std::string("unknown ") + what + " '" + name +
+                              "' (valid: " + enum_choices<E>() + ")");
 }
 
-Role parse_role(const std::string& name) {
-  for (Role r : {Role::q, Role::k, Role::v, Role::k_pre_rope})
-    if (name == role_name(r)) return r;
-  throw std::invalid_argument("unknown role '" + name + "' (valid: q, k, v, k_pre_rope)");
-}
+}  // namespace
 
-const char* rope_style_name(RopeStyle s) {
-  switch (s) {
-    case RopeStyle::none: return "none";
-    case RopeStyle::adjacent: return "adjacent";
-    case RopeStyle::halves: return "halves";
-  }
-  return "?";
-}
-
-RopeStyle parse_rope_style(const std::string& name) {
-  for (RopeStyle s : {RopeStyle::none, RopeStyle::adjacent, RopeStyle::halves})
-    if (name == rope_style_name(s)) return s;
-  throw std::invalid_argument("unknown RoPE style '" + name + "' (valid: none, adjacent, halves)");
-}
-
-const char* capture_dtype_name(CaptureDtype d) {
-  switch (d) {
-    case CaptureDtype::f16: return "float16";
-    case CaptureDtype::bf16: return "bfloat16";
-    case CaptureDtype::f32: return "float32";
-  }
-  return "?";
-}
-
-CaptureDtype parse_capture_dtype(const std::string& name) {
-  for (CaptureDtype d : {CaptureDtype::f16, CaptureDtype::bf16, CaptureDtype::f32})
-    if (name == capture_dtype_name(d)) return d;
-  throw std::invalid_argument("unknown dtype '" + name + "' (valid: float16, bfloat16, float32)");
-}
+Role parse_role(const std::string& name) { return parse_named<Role>(name, "role"); }
+RopeStyle parse_rope_style(const std::string& name) { return parse_named<RopeStyle>(name, "RoPE style"); }
+CaptureDtype parse_capture_dtype(const std::string& name) { return parse_named<CaptureDtype>(name, "dtype"); }
 
 void DumpInfo::validate(const std::string& where) const {
   auto fail = [&](const std::string& what) { throw std::invalid_argument(where + ": " + what); };
@@ -63,7 +33,7 @@ void DumpInfo::validate(const std::string& where) const {
   if (num_q_heads % num_kv_heads != 0)
     fail("num_q_heads (" + std::to_string(num_q_heads) + ") is not a multiple of num_kv_heads (" +
          std::to_string(num_kv_heads) + ")");
-  if (rope_style != RopeStyle::none && head_dim % 2 != 0)
+  if (rope_style != RopeStyle::None && head_dim % 2 != 0)
     fail("RoPE needs an even head_dim, got " + std::to_string(head_dim));
   if (!token_ids.empty() && (int64_t)token_ids.size() != tokens)
     fail("token_ids has " + std::to_string(token_ids.size()) + " entries for " + std::to_string(tokens) +
@@ -75,10 +45,10 @@ void DumpReader::check_request(int64_t layer, Role role, int64_t head) const {
   if (layer < 0 || layer >= in.num_layers)
     throw std::out_of_range(path() + ": layer " + std::to_string(layer) + " out of range [0, " +
                             std::to_string(in.num_layers) + ")");
-  if (role == Role::k_pre_rope && !in.has_k_pre_rope)
+  if (role == Role::KPreRope && !in.has_k_pre_rope)
     throw std::runtime_error(path() + ": the dump has no k_pre_rope");
   if (head < 0 || head >= in.heads(role))
-    throw std::out_of_range(path() + ": " + role_name(role) + " head " + std::to_string(head) +
+    throw std::out_of_range(path() + ": " + to_string(role) + " head " + std::to_string(head) +
                             " out of range [0, " + std::to_string(in.heads(role)) + ")");
 }
 
@@ -94,10 +64,10 @@ Tensor DumpReader::read_head(int64_t layer, Role role, int64_t head) const {
 
 LayerKV DumpReader::read_layer(int64_t layer) const {
   LayerKV out;
-  out.q = read(layer, Role::q);
-  out.k = read(layer, Role::k);
-  out.v = read(layer, Role::v);
-  if (info().has_k_pre_rope) out.k_pre_rope = read(layer, Role::k_pre_rope);
+  out.q = read(layer, Role::Q);
+  out.k = read(layer, Role::K);
+  out.v = read(layer, Role::V);
+  if (info().has_k_pre_rope) out.k_pre_rope = read(layer, Role::KPreRope);
   return out;
 }
 

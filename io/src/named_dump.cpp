@@ -14,8 +14,8 @@ namespace kvlab::detail {
 
 namespace {
 
-constexpr Role kRoles[] = {Role::q, Role::k, Role::v, Role::k_pre_rope};
-constexpr Role kRequired[] = {Role::q, Role::k, Role::v};
+constexpr Role kRoles[] = {Role::Q, Role::K, Role::V, Role::KPreRope};
+constexpr Role kRequired[] = {Role::Q, Role::K, Role::V};
 constexpr const char* kAccepted =
     "accepted: stacked arrays q, k, v [, k_pre_rope] of shape (L, H, T, D), or per-layer arrays "
     "layers/<i>/<role> or layer_<i>_<role> of shape (H, T, D); see docs/DUMP_FORMAT.md";
@@ -26,7 +26,7 @@ std::string str(int64_t v) { return std::to_string(v); }
 
 std::optional<Role> role_of(const std::string& s) {
   for (Role r : kRoles)
-    if (s == role_name(r)) return r;
+    if (s == to_string(r)) return r;
   return std::nullopt;
 }
 
@@ -39,7 +39,7 @@ struct Spelling {
 constexpr Spelling kSpellings[] = {{"layers/", '/'}, {"layer_", '_'}};
 
 std::string spell(int spelling, int64_t layer, Role r) {
-  return kSpellings[spelling].prefix + str(layer) + kSpellings[spelling].sep + role_name(r);
+  return kSpellings[spelling].prefix + str(layer) + kSpellings[spelling].sep + to_string(r);
 }
 
 struct PerLayerName {
@@ -86,12 +86,11 @@ Found inspect(const ArraySource& src, const std::string& name, size_t rank, cons
 }
 
 CaptureDtype capture_dtype(const Found& f) {
-  if (f.dtype == "float16") return CaptureDtype::f16;
-  if (f.dtype == "bfloat16") return CaptureDtype::bf16;
-  if (f.dtype == "float32") return CaptureDtype::f32;
-  fail(f.where + " has dtype '" + f.dtype +
-       "'; dumps hold float16, bfloat16 or float32 values: convert it first (numpy: x.astype(np.float32); "
-       "torch: x.float())");
+  if (const auto d = find_enum<CaptureDtype>(f.dtype)) return *d;
+  std::string valid = enum_choices<CaptureDtype>();  // "a, b, c" -> "a, b or c"
+  valid.replace(valid.rfind(", "), 2, " or ");
+  fail(f.where + " has dtype '" + f.dtype + "'; dumps hold " + valid +
+       " values: convert it first (numpy: x.astype(np.float32); torch: x.float())");
 }
 
 // Every array agrees with the first q (T, D, heads, dtype) and the first k (heads).
@@ -99,13 +98,13 @@ void check_consistent(const std::vector<std::pair<Role, Found>>& all, const Foun
   static const char* what[] = {"heads", "tokens T", "head_dim D"};
   for (const auto& [role, f] : all) {
     capture_dtype(f);  // a float type, before comparing with the others
-    const Found& ref = role == Role::q ? q0 : k0;
+    const Found& ref = role == Role::Q ? q0 : k0;
     for (int d = 0; d < 3; ++d) {
       const Found& r = d == 0 ? ref : q0;  // heads against the same kind; T and D against q
       if (f.htd[d] != r.htd[d])
         fail(f.where + " has " + what[d] + " = " + str(f.htd[d]) + " (shape " + shape_string(f.full) +
              ") but " + r.where + " has " + str(r.htd[d]) + " (shape " + shape_string(r.full) + ")" +
-             (d == 0 ? "; every " + std::string(role == Role::q ? "q" : "k, v, k_pre_rope") +
+             (d == 0 ? "; every " + std::string(role == Role::Q ? "q" : "k, v, k_pre_rope") +
                            " array needs the same number of heads"
                      : "; every array needs the same " + std::string(what[d])));
     }
@@ -152,7 +151,7 @@ class NamedArrayDump final : public DumpReader {
     Tensor t;
     t.shape = {heads, info_.tokens, info_.head_dim};
     t.data = src_->read(s.name, s.first + head * per_head, heads * per_head);
-    const std::string what = src_->where(s.name) + " (layer " + str(layer) + ", " + role_name(role) +
+    const std::string what = src_->where(s.name) + " (layer " + str(layer) + ", " + to_string(role) +
                              (heads == 1 ? ", head " + str(head) : "") + ")";
     try {
       check_finite(t.view(), what);
@@ -193,89 +192,113 @@ void read_metadata(const ArraySource& src, DumpInfo& info) {
   }
 }
 
+// The source's arrays by role: stacked (L, H, T, D) ones, or one per (layer, role) in one spelling.
+struct NameIndex {
+  std::map<Role, std::string> stacked;
+  std::map<std::pair<int64_t, Role>, std::string> per_layer;
+  int spelling = -1;
+};
+
+NameIndex index_names(const ArraySource& src, const std::string& path) {
+  NameIndex x;
+  std::string first_per_layer, seen;
+  int n_seen = 0;
+  for (const std::string& name : src.names()) {
+    if (n_seen++ < 12) seen += (seen.empty() ? "" : ", ") + name;
+    if (auto r = role_of(name)) {
+      x.stacked[*r] = name;
+    } else if (auto pl = parse_per_layer(name)) {
+      if (x.spelling >= 0 && pl->spelling != x.spelling)
+        fail(quote(path) + ": mixes the per-layer spellings '" + first_per_layer + "' and '" + name +
+             "'; use one");
+      if (x.spelling < 0) {
+        x.spelling = pl->spelling;
+        first_per_layer = name;
+      }
+      auto [it, fresh] = x.per_layer.emplace(std::make_pair(pl->layer, pl->role), name);
+      if (!fresh)
+        fail(quote(path) + ": '" + it->second + "' and '" + name + "' both hold layer " + str(pl->layer) +
+             " " + to_string(pl->role));
+    }
+  }
+  if (n_seen > 12) seen += ", ... (" + str(n_seen) + " in all)";
+  if (x.stacked.empty() && x.per_layer.empty())
+    fail(quote(path) + ": no q/k/v arrays found (it holds: " + (seen.empty() ? "nothing" : seen) + "); " +
+         kAccepted);
+  if (!x.stacked.empty() && !x.per_layer.empty())
+    fail(quote(path) + ": mixes stacked arrays ('" + x.stacked.begin()->second +
+         "') and per-layer arrays ('" + x.per_layer.begin()->second + "'); use one layout");
+  return x;
+}
+
+// Every array of the dump, inspected, and where each layer's roles are; returns the layer count.
+int64_t layout_stacked(const ArraySource& src, const std::string& path, const NameIndex& x,
+                       std::vector<std::pair<Role, Found>>& all, std::vector<LayerSlots>& slots) {
+  for (Role r : kRequired)
+    if (!x.stacked.count(r))
+      fail(quote(path) + ": has stacked arrays but no '" + to_string(r) + "' (q, k and v are required); " +
+           kAccepted);
+  int64_t layers = -1;
+  std::string layers_where;
+  std::vector<int64_t> layers_shape;
+  for (const auto& [role, name] : x.stacked) {
+    Found f = inspect(src, name, 4, "(L, H, T, D)");
+    if (layers < 0) {
+      layers = f.full[0];
+      layers_where = f.where;
+      layers_shape = f.full;
+    }
+    if (f.full[0] != layers)
+      fail(f.where + " has " + str(f.full[0]) + " layers (shape " + shape_string(f.full) + ") but " +
+           layers_where + " has " + str(layers) + " (shape " + shape_string(layers_shape) + ")");
+    all.emplace_back(role, std::move(f));
+  }
+  slots.resize(layers);
+  for (const auto& [role, f] : all) {
+    const int64_t block = f.htd[0] * f.htd[1] * f.htd[2];
+    for (int64_t l = 0; l < layers; ++l) slots[l][(int)role] = {f.name, l * block};
+  }
+  return layers;
+}
+
+int64_t layout_per_layer(const ArraySource& src, const std::string& path, const NameIndex& x,
+                         std::vector<std::pair<Role, Found>>& all, std::vector<LayerSlots>& slots) {
+  const int64_t layers = x.per_layer.rbegin()->first.first + 1;  // map is ordered by layer
+  int64_t with_pre = 0;
+  for (int64_t l = 0; l < layers; ++l) with_pre += x.per_layer.count({l, Role::KPreRope});
+  const bool pre = with_pre > 0;
+  slots.resize(layers);
+  for (int64_t l = 0; l < layers; ++l)
+    for (Role r : kRoles) {
+      if (r == Role::KPreRope && !pre) continue;
+      auto it = x.per_layer.find({l, r});
+      if (it == x.per_layer.end())
+        fail(quote(path) + ": layer " + str(l) + " has no " + to_string(r) + " (expected an array named '" +
+             spell(x.spelling, l, r) + "'" +
+             (r == Role::KPreRope ? "; k_pre_rope must be given for every layer or none" : "") + ")");
+      all.emplace_back(r, inspect(src, it->second, 3, "(H, T, D)"));
+      slots[l][(int)r] = {it->second, 0};
+    }
+  return layers;
+}
+
 }  // namespace
 
 std::unique_ptr<DumpReader> make_named_array_dump(std::shared_ptr<const ArraySource> src,
                                                   const std::string& format) {
   const std::string& path = src->path();
-  std::map<Role, std::string> stacked;
-  std::map<std::pair<int64_t, Role>, std::string> per_layer;
-  int spelling = -1;
-  std::string first_per_layer, seen;
-  int n_seen = 0;
-  for (const std::string& name : src->names()) {
-    if (n_seen++ < 12) seen += (seen.empty() ? "" : ", ") + name;
-    if (auto r = role_of(name)) {
-      stacked[*r] = name;
-    } else if (auto pl = parse_per_layer(name)) {
-      if (spelling >= 0 && pl->spelling != spelling)
-        fail(quote(path) + ": mixes the per-layer spellings '" + first_per_layer + "' and '" + name +
-             "'; use one");
-      if (spelling < 0) spelling = pl->spelling, first_per_layer = name;
-      auto [it, fresh] = per_layer.emplace(std::make_pair(pl->layer, pl->role), name);
-      if (!fresh)
-        fail(quote(path) + ": '" + it->second + "' and '" + name + "' both hold layer " + str(pl->layer) +
-             " " + role_name(pl->role));
-    }
-  }
-  if (n_seen > 12) seen += ", ... (" + str(n_seen) + " in all)";
-  if (stacked.empty() && per_layer.empty())
-    fail(quote(path) + ": no q/k/v arrays found (it holds: " + (seen.empty() ? "nothing" : seen) + "); " +
-         kAccepted);
-  if (!stacked.empty() && !per_layer.empty())
-    fail(quote(path) + ": mixes stacked arrays ('" + stacked.begin()->second + "') and per-layer arrays ('" +
-         per_layer.begin()->second + "'); use one layout");
-
+  const NameIndex x = index_names(*src, path);
   std::vector<std::pair<Role, Found>> all;
   std::vector<LayerSlots> slots;
   DumpInfo info;
-  if (!stacked.empty()) {
-    for (Role r : kRequired)
-      if (!stacked.count(r))
-        fail(quote(path) + ": has stacked arrays but no '" + role_name(r) + "' (q, k and v are required); " +
-             kAccepted);
-    int64_t layers = -1;
-    std::string layers_where;
-    std::vector<int64_t> layers_shape;
-    for (const auto& [role, name] : stacked) {
-      Found f = inspect(*src, name, 4, "(L, H, T, D)");
-      if (layers < 0) layers = f.full[0], layers_where = f.where, layers_shape = f.full;
-      if (f.full[0] != layers)
-        fail(f.where + " has " + str(f.full[0]) + " layers (shape " + shape_string(f.full) + ") but " +
-             layers_where + " has " + str(layers) + " (shape " + shape_string(layers_shape) + ")");
-      all.emplace_back(role, std::move(f));
-    }
-    info.num_layers = layers;
-    slots.resize(layers);
-    for (const auto& [role, f] : all) {
-      const int64_t block = f.htd[0] * f.htd[1] * f.htd[2];
-      for (int64_t l = 0; l < layers; ++l) slots[l][(int)role] = {f.name, l * block};
-    }
-  } else {
-    const int64_t layers = per_layer.rbegin()->first.first + 1;  // map is ordered by layer
-    int64_t with_pre = 0;
-    for (int64_t l = 0; l < layers; ++l) with_pre += per_layer.count({l, Role::k_pre_rope});
-    const bool pre = with_pre > 0;
-    slots.resize(layers);
-    for (int64_t l = 0; l < layers; ++l)
-      for (Role r : kRoles) {
-        if (r == Role::k_pre_rope && !pre) continue;
-        auto it = per_layer.find({l, r});
-        if (it == per_layer.end())
-          fail(quote(path) + ": layer " + str(l) + " has no " + role_name(r) + " (expected an array named '" +
-               spell(spelling, l, r) + "'" +
-               (r == Role::k_pre_rope ? "; k_pre_rope must be given for every layer or none" : "") + ")");
-        all.emplace_back(r, inspect(*src, it->second, 3, "(H, T, D)"));
-        slots[l][(int)r] = {it->second, 0};
-      }
-    info.num_layers = layers;
-  }
+  info.num_layers = x.stacked.empty() ? layout_per_layer(*src, path, x, all, slots)
+                                      : layout_stacked(*src, path, x, all, slots);
 
   const Found* q0 = nullptr;
   const Found* k0 = nullptr;
   for (const auto& [role, f] : all) {
-    if (role == Role::q && !q0) q0 = &f;
-    if (role == Role::k && !k0) k0 = &f;
+    if (role == Role::Q && !q0) q0 = &f;
+    if (role == Role::K && !k0) k0 = &f;
   }
   check_consistent(all, *q0, *k0);
   info.num_q_heads = q0->htd[0];
@@ -283,7 +306,7 @@ std::unique_ptr<DumpReader> make_named_array_dump(std::shared_ptr<const ArraySou
   info.tokens = q0->htd[1];
   info.head_dim = q0->htd[2];
   info.dtype = capture_dtype(*q0);
-  info.has_k_pre_rope = stacked.count(Role::k_pre_rope) || per_layer.count({0, Role::k_pre_rope});
+  info.has_k_pre_rope = x.stacked.count(Role::KPreRope) || x.per_layer.count({0, Role::KPreRope});
   info.model = model_from_path(path);
   info.source = format + " " + quote(path);
   read_metadata(*src, info);

@@ -59,7 +59,10 @@ std::vector<int64_t> parse_shape(const std::string& s, const std::string& where)
     if (c >= '0' && c <= '9')
       num += c;
     else if (c == ',' || c == ')') {
-      if (!num.empty()) shape.push_back(std::stoll(num)), num.clear();
+      if (!num.empty()) {
+        shape.push_back(std::stoll(num));
+        num.clear();
+      }
     } else if (c != ' ' && c != 'L')
       fail_at(where, "npy shape '" + s + "' is malformed");
   }
@@ -85,11 +88,13 @@ NpyHeader parse_npy_header(const uint8_t* p, size_t n, const std::string& where)
     fail_at(where, "not a .npy file (bad magic or shorter than 10 bytes)");
   const int major = p[6];
   size_t hlen, hstart;
-  if (major == 1)
-    hlen = p[8] | (p[9] << 8), hstart = 10;
-  else if (major == 2 || major == 3) {
+  if (major == 1) {
+    hlen = p[8] | (p[9] << 8);
+    hstart = 10;
+  } else if (major == 2 || major == 3) {
     if (n < 12) fail_at(where, "truncated .npy header");
-    hlen = p[8] | (p[9] << 8) | (p[10] << 16) | ((size_t)p[11] << 24), hstart = 12;
+    hlen = p[8] | (p[9] << 8) | (p[10] << 16) | ((size_t)p[11] << 24);
+    hstart = 12;
   } else
     fail_at(where, "unsupported .npy format version " + std::to_string(major));
   if (n < hstart + hlen) fail_at(where, "truncated .npy header");
@@ -190,9 +195,13 @@ void write_npz(const std::string& path, const std::vector<std::pair<std::string,
   uint64_t offset = 0;
   detail::AtomicFile f(path);
   auto put16 = [](std::vector<uint8_t>& b, uint32_t v) {
-    b.push_back(v & 0xff), b.push_back((v >> 8) & 0xff);
+    b.push_back(v & 0xff);
+    b.push_back((v >> 8) & 0xff);
   };
-  auto put32 = [&](std::vector<uint8_t>& b, uint32_t v) { put16(b, v & 0xffff), put16(b, v >> 16); };
+  auto put32 = [&](std::vector<uint8_t>& b, uint32_t v) {
+    put16(b, v & 0xffff);
+    put16(b, v >> 16);
+  };
   for (const auto& [name, arr] : arrays) {
     const auto data = npy_bytes(arr);
     const std::string fname = name + ".npy";
@@ -201,25 +210,49 @@ void write_npz(const std::string& path, const std::vector<std::pair<std::string,
                                "' makes the .npz exceed 4 GiB (no ZIP64 support)");
     const uint32_t crc = (uint32_t)crc32_z(0L, data.data(), data.size());
     std::vector<uint8_t> local;
-    put32(local, 0x04034b50), put16(local, 20), put16(local, 0), put16(local, 0), put16(local, 0),
-        put16(local, 0x21);
-    put32(local, crc), put32(local, (uint32_t)data.size()), put32(local, (uint32_t)data.size());
-    put16(local, (uint32_t)fname.size()), put16(local, 0);
+    put32(local, 0x04034b50);
+    put16(local, 20);
+    put16(local, 0);
+    put16(local, 0);
+    put16(local, 0);
+    put16(local, 0x21);
+    put32(local, crc);
+    put32(local, (uint32_t)data.size());
+    put32(local, (uint32_t)data.size());
+    put16(local, (uint32_t)fname.size());
+    put16(local, 0);
     local.insert(local.end(), fname.begin(), fname.end());
-    put32(central, 0x02014b50), put16(central, 20), put16(central, 20), put16(central, 0), put16(central, 0);
-    put16(central, 0), put16(central, 0x21), put32(central, crc), put32(central, (uint32_t)data.size());
-    put32(central, (uint32_t)data.size()), put16(central, (uint32_t)fname.size()), put16(central, 0);
-    put16(central, 0), put16(central, 0), put16(central, 0), put32(central, 0),
-        put32(central, (uint32_t)offset);
+    put32(central, 0x02014b50);
+    put16(central, 20);
+    put16(central, 20);
+    put16(central, 0);
+    put16(central, 0);
+    put16(central, 0);
+    put16(central, 0x21);
+    put32(central, crc);
+    put32(central, (uint32_t)data.size());
+    put32(central, (uint32_t)data.size());
+    put16(central, (uint32_t)fname.size());
+    put16(central, 0);
+    put16(central, 0);
+    put16(central, 0);
+    put16(central, 0);
+    put32(central, 0);
+    put32(central, (uint32_t)offset);
     central.insert(central.end(), fname.begin(), fname.end());
     f.write(local.data(), local.size());
     f.write(data.data(), data.size());
     offset += local.size() + data.size();
   }
   std::vector<uint8_t> end;
-  put32(end, 0x06054b50), put16(end, 0), put16(end, 0), put16(end, (uint32_t)arrays.size());
-  put16(end, (uint32_t)arrays.size()), put32(end, (uint32_t)central.size()), put32(end, (uint32_t)offset),
-      put16(end, 0);
+  put32(end, 0x06054b50);
+  put16(end, 0);
+  put16(end, 0);
+  put16(end, (uint32_t)arrays.size());
+  put16(end, (uint32_t)arrays.size());
+  put32(end, (uint32_t)central.size());
+  put32(end, (uint32_t)offset);
+  put16(end, 0);
   f.write(central.data(), central.size());
   f.write(end.data(), end.size());
   f.commit();

@@ -62,7 +62,8 @@ NpyHeader NpzReader::header(const std::string& name) const {
   const auto head = impl_->zip.read_range(e, 0, header_end(start, e.size));
   NpyHeader h = parse_npy_header(head.data(), head.size(), where(name));
   NpyArray probe;
-  probe.descr = h.descr, probe.shape = h.shape;
+  probe.descr = h.descr;
+  probe.shape = h.shape;
   const uint64_t need = h.data_offset + (uint64_t)probe.numel() * h.item_size;
   if (e.size < need)
     throw std::runtime_error(where(name) + ": truncated .npy data: shape " + shape_string(h.shape) +

@@ -104,13 +104,19 @@ std::optional<std::string> NumpySource::text(const std::string& name) const {
       std::memcpy(&c, a->bytes.data() + i, 4);
       if (c < 0x80)
         s += (char)c;
-      else if (c < 0x800)
-        s += (char)(0xc0 | (c >> 6)), s += (char)(0x80 | (c & 0x3f));
-      else if (c < 0x10000)
-        s += (char)(0xe0 | (c >> 12)), s += (char)(0x80 | ((c >> 6) & 0x3f)), s += (char)(0x80 | (c & 0x3f));
-      else
-        s += (char)(0xf0 | (c >> 18)), s += (char)(0x80 | ((c >> 12) & 0x3f)),
-            s += (char)(0x80 | ((c >> 6) & 0x3f)), s += (char)(0x80 | (c & 0x3f));
+      else if (c < 0x800) {
+        s += (char)(0xc0 | (c >> 6));
+        s += (char)(0x80 | (c & 0x3f));
+      } else if (c < 0x10000) {
+        s += (char)(0xe0 | (c >> 12));
+        s += (char)(0x80 | ((c >> 6) & 0x3f));
+        s += (char)(0x80 | (c & 0x3f));
+      } else {
+        s += (char)(0xf0 | (c >> 18));
+        s += (char)(0x80 | ((c >> 12) & 0x3f));
+        s += (char)(0x80 | ((c >> 6) & 0x3f));
+        s += (char)(0x80 | (c & 0x3f));
+      }
     }
   }
   while (!s.empty() && s.back() == '\0') s.pop_back();  // numpy pads fixed-width strings with NULs

@@ -55,7 +55,8 @@ void apply_zip64_extra(ZipEntry& e, const uint8_t* x, size_t n, bool size32, boo
       size_t q = p + 4;
       auto take = [&](uint64_t& field) {
         if (q + 8 > p + 4 + len) fail(path, e.name, "short ZIP64 extra field");
-        field = le(x + q, 8), q += 8;
+        field = le(x + q, 8);
+        q += 8;
       };
       if (size32) take(e.size);
       if (comp32) take(e.compressed);
@@ -98,7 +99,9 @@ ZipArchive::ZipArchive(const std::string& path) : path_(path) {
     if (le(loc.data(), 4) == kZip64LocatorSig) {
       const auto z = read_at(f, path, le(loc.data() + 8, 8), 56, "ZIP64 end record");
       if (le(z.data(), 4) != kZip64EndSig) fail(path, "corrupt ZIP64 end record");
-      count = le(z.data() + 32, 8), cd_size = le(z.data() + 40, 8), cd_offset = le(z.data() + 48, 8);
+      count = le(z.data() + 32, 8);
+      cd_size = le(z.data() + 40, 8);
+      cd_offset = le(z.data() + 48, 8);
     }
   }
   if (cd_offset + cd_size > file_size_)
@@ -113,7 +116,9 @@ ZipArchive::ZipArchive(const std::string& path) : path_(path) {
     const uint16_t flags = (uint16_t)le(h + 8, 2);
     z.method = (uint16_t)le(h + 10, 2);
     z.crc = (uint32_t)le(h + 16, 4);
-    z.compressed = le(h + 20, 4), z.size = le(h + 24, 4), z.local_offset = le(h + 42, 4);
+    z.compressed = le(h + 20, 4);
+    z.size = le(h + 24, 4);
+    z.local_offset = le(h + 42, 4);
     const size_t nlen = le(h + 28, 2), xlen = le(h + 30, 2), clen = le(h + 32, 2);
     if (p + 46 + nlen + xlen + clen > cd.size()) fail(path, "corrupt ZIP central directory");
     z.name.assign(reinterpret_cast<const char*>(h + 46), nlen);
@@ -178,14 +183,17 @@ std::vector<uint8_t> ZipArchive::read_range(const ZipEntry& e, uint64_t offset, 
       f.read(reinterpret_cast<char*>(in.data()), (std::streamsize)chunk);
       if ((uint64_t)f.gcount() != chunk)
         fail(path_, e.name, "truncated ZIP archive while reading deflate data");
-      zs.next_in = in.data(), zs.avail_in = (uInt)chunk, left_in -= chunk;
+      zs.next_in = in.data();
+      zs.avail_in = (uInt)chunk;
+      left_in -= chunk;
     }
     // Write straight into `out` once inside the range; before it, into the scratch buffer.
     const bool inside = produced >= offset;
     uint8_t* dst = inside ? out.data() + (produced - offset) : scratch.data();
     const uint64_t room =
         inside ? offset + n - produced : std::min<uint64_t>(scratch.size(), offset - produced);
-    zs.next_out = dst, zs.avail_out = (uInt)std::min<uint64_t>(room, 1u << 30);
+    zs.next_out = dst;
+    zs.avail_out = (uInt)std::min<uint64_t>(room, 1u << 30);
     rc = inflate(&zs, Z_NO_FLUSH);
     if (rc != Z_OK && rc != Z_STREAM_END)
       fail(path_, e.name, std::string("corrupt deflate data (zlib: ") + (zs.msg ? zs.msg : "error") + ")");

@@ -81,7 +81,11 @@ Llama2cModel load_llama2c(const std::string& path) {
   Llama2cModel m;
   m.path = path;
   Llama2cConfig& c = m.config;
-  c.dim = h[0], c.hidden_dim = h[1], c.n_layers = h[2], c.n_heads = h[3], c.n_kv_heads = h[4];
+  c.dim = h[0];
+  c.hidden_dim = h[1];
+  c.n_layers = h[2];
+  c.n_heads = h[3];
+  c.n_kv_heads = h[4];
   c.shared_classifier = h[5] > 0;  // run.c: a negative vocab_size flags an unshared classifier
   c.vocab_size = h[5] == INT32_MIN ? 0 : (h[5] < 0 ? -h[5] : h[5]);
   c.seq_len = h[6];
@@ -109,7 +113,10 @@ Llama2cModel load_llama2c(const std::string& path) {
   const size_t dim = c.dim, hidden = c.hidden_dim, L = c.n_layers, q_dim = (size_t)c.n_heads * c.head_dim(),
                kv_dim = c.kv_dim();
   size_t off = 0;
-  auto take = [&](size_t& field, size_t n) { field = off, off += n; };
+  auto take = [&](size_t& field, size_t n) {
+    field = off;
+    off += n;
+  };
   take(m.token_embedding, (size_t)c.vocab_size * dim);
   take(m.rms_att, L * dim);
   take(m.wq, L * q_dim * dim);

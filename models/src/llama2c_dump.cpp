@@ -14,10 +14,10 @@ DumpInfo llama2c_dump_info(const Llama2cModel& model, const Llama2cGeneration& g
   info.head_dim = c.head_dim();
   info.tokens = (int64_t)gen.tokens.size();
   info.rope_theta = 10000.0;  // run.c's fixed base
-  info.rope_style = RopeStyle::adjacent;
+  info.rope_style = RopeStyle::Adjacent;
   info.k_after_rope = true;
   info.has_k_pre_rope = true;
-  info.dtype = CaptureDtype::f32;
+  info.dtype = CaptureDtype::F32;
   info.token_ids = gen.tokens;
   info.text = gen.text;
   info.source = source;
@@ -30,10 +30,10 @@ void write_llama2c_dump(const std::string& path, const Llama2cModel& model, cons
   DumpWriter writer(path, llama2c_dump_info(model, gen, model_name, source), options);
   for (int64_t l = 0; l < (int64_t)gen.kv.size(); ++l) {
     const LayerKV& kv = gen.kv[l];
-    writer.write(l, Role::q, kv.q.view());
-    writer.write(l, Role::k, kv.k.view());
-    writer.write(l, Role::v, kv.v.view());
-    writer.write(l, Role::k_pre_rope, kv.k_pre_rope.view());
+    writer.write(l, Role::Q, kv.q.view());
+    writer.write(l, Role::K, kv.k.view());
+    writer.write(l, Role::V, kv.v.view());
+    writer.write(l, Role::KPreRope, kv.k_pre_rope.view());
   }
   writer.commit();
 }

@@ -52,9 +52,14 @@ void rope(float* v, int n, int head_dim, int pos) {
 Llama2cRunner::Llama2cRunner(const Llama2cModel& model) : m_(model) {
   const Llama2cConfig& c = m_.config;
   const size_t q_dim = (size_t)c.n_heads * c.head_dim();
-  x_.resize(c.dim), xb_.resize(std::max<size_t>(c.dim, q_dim)), xb2_.resize(c.dim);
-  hb_.resize(c.hidden_dim), hb2_.resize(c.hidden_dim), q_.resize(q_dim);
-  att_.resize((size_t)c.n_heads * c.seq_len), logits_.resize(c.vocab_size);
+  x_.resize(c.dim);
+  xb_.resize(std::max<size_t>(c.dim, q_dim));
+  xb2_.resize(c.dim);
+  hb_.resize(c.hidden_dim);
+  hb2_.resize(c.hidden_dim);
+  q_.resize(q_dim);
+  att_.resize((size_t)c.n_heads * c.seq_len);
+  logits_.resize(c.vocab_size);
   key_cache_.resize((size_t)c.n_layers * c.seq_len * c.kv_dim());
   value_cache_.resize(key_cache_.size());
 }
@@ -72,8 +77,10 @@ const std::vector<float>& Llama2cRunner::forward(int32_t token, int32_t pos, Lla
   const int kv_mul = c.n_heads / c.n_kv_heads;
   const float* w = m_.weights.data();
   if (capture && capture->q.size() != (size_t)c.n_layers) {
-    capture->q.resize(c.n_layers), capture->k.resize(c.n_layers);
-    capture->k_pre_rope.resize(c.n_layers), capture->v.resize(c.n_layers);
+    capture->q.resize(c.n_layers);
+    capture->k.resize(c.n_layers);
+    capture->k_pre_rope.resize(c.n_layers);
+    capture->v.resize(c.n_layers);
   }
 
   std::copy_n(w + m_.token_embedding + (size_t)token * dim, dim, x_.begin());

@@ -95,7 +95,11 @@ std::vector<int32_t> Llama2cTokenizer::encode(const std::string& text, bool bos,
     size_t best_at = 0;
     for (size_t i = 0; i + 1 < ids.size(); ++i) {
       const int32_t id = lookup(pieces_[ids[i]] + pieces_[ids[i + 1]]);
-      if (id >= 0 && scores_[id] > best_score) best_score = scores_[id], best_id = id, best_at = i;
+      if (id >= 0 && scores_[id] > best_score) {
+        best_score = scores_[id];
+        best_id = id;
+        best_at = i;
+      }
     }
     if (best_id < 0) break;
     ids[best_at] = best_id;
@@ -132,14 +136,18 @@ size_t utf8_length(const std::string& s, size_t i) {
   size_t n;
   uint32_t cp;
   if (c < 0x80) return 1;
-  if ((c & 0xE0) == 0xC0)
-    n = 2, cp = c & 0x1F;
-  else if ((c & 0xF0) == 0xE0)
-    n = 3, cp = c & 0x0F;
-  else if ((c & 0xF8) == 0xF0)
-    n = 4, cp = c & 0x07;
-  else
+  if ((c & 0xE0) == 0xC0) {
+    n = 2;
+    cp = c & 0x1F;
+  } else if ((c & 0xF0) == 0xE0) {
+    n = 3;
+    cp = c & 0x0F;
+  } else if ((c & 0xF8) == 0xF0) {
+    n = 4;
+    cp = c & 0x07;
+  } else {
     return 0;
+  }
   if (i + n > s.size()) return 0;
   for (size_t k = 1; k < n; ++k) {
     const unsigned char d = s[i + k];

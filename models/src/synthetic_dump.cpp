@@ -15,22 +15,44 @@ namespace kvlab {
 
 using synth::kBlock;
 
-std::vector<std::string> synthetic_preset_names() { return {"llama3-8b", "llama2-7b", "qwen3-8b", "tiny"}; }
+namespace {
+
+// One row per preset: the table behind synthetic_preset and the lists of valid names.
+struct PresetShape {
+  const char* name;
+  int64_t layers, q_heads, kv_heads, head_dim, tokens;
+  double rope_theta;
+};
+constexpr PresetShape kPresets[] = {
+    {"llama3-8b", 32, 32, 8, 128, 4096, 500000.0},
+    {"llama2-7b", 32, 32, 32, 128, 4096, 10000.0},
+    {"qwen3-8b", 36, 32, 8, 128, 4096, 1000000.0},
+    {"tiny", 2, 4, 2, 16, 256, 10000.0},
+};
+
+}  // namespace
+
+std::string synthetic_preset_choices() {
+  std::string out;
+  for (const auto& row : kPresets) out += (out.empty() ? "" : ", ") + std::string(row.name);
+  return out;
+}
 
 SyntheticDumpParams synthetic_preset(const std::string& name) {
-  auto make = [&](int64_t L, int64_t hq, int64_t hkv, int64_t D, int64_t T, double theta) {
+  for (const auto& row : kPresets) {
+    if (name != row.name) continue;
     SyntheticDumpParams p;
-    p.preset = name, p.layers = L, p.q_heads = hq, p.kv_heads = hkv, p.head_dim = D, p.tokens = T;
-    p.rope_theta = theta;
+    p.preset = name;
+    p.layers = row.layers;
+    p.q_heads = row.q_heads;
+    p.kv_heads = row.kv_heads;
+    p.head_dim = row.head_dim;
+    p.tokens = row.tokens;
+    p.rope_theta = row.rope_theta;
     return p;
-  };
-  if (name == "llama3-8b") return make(32, 32, 8, 128, 4096, 500000.0);
-  if (name == "llama2-7b") return make(32, 32, 32, 128, 4096, 10000.0);
-  if (name == "qwen3-8b") return make(36, 32, 8, 128, 4096, 1000000.0);
-  if (name == "tiny") return make(2, 4, 2, 16, 256, 10000.0);
-  std::string valid;
-  for (const auto& n : synthetic_preset_names()) valid += (valid.empty() ? "" : ", ") + n;
-  throw std::invalid_argument("unknown synthetic preset '" + name + "' (valid: " + valid + ")");
+  }
+  throw std::invalid_argument("unknown synthetic preset '" + name +
+                              "' (valid: " + synthetic_preset_choices() + ")");
 }
 
 // cos and sin of t * w_j for every token t and pair j, [T][D/2]: shared by all heads and layers.
@@ -48,7 +70,7 @@ std::string describe(const SyntheticDumpParams& p) {
       "kvlab synthetic generator v1: preset %s, seed %llu, layers %lld, q_heads %lld, kv_heads %lld, "
       "head_dim %lld, tokens %lld, rope %s theta %g, sink_tokens %lld",
       p.preset.c_str(), (unsigned long long)p.seed, (long long)p.layers, (long long)p.q_heads,
-      (long long)p.kv_heads, (long long)p.head_dim, (long long)p.tokens, rope_style_name(p.rope_style),
+      (long long)p.kv_heads, (long long)p.head_dim, (long long)p.tokens, to_string(p.rope_style),
       p.rope_theta, (long long)p.sink_tokens);
   return b;
 }
@@ -68,8 +90,10 @@ struct Scratch {
 void block_rows(const synth::RowModel& m, int64_t block, int64_t n, int64_t sink_tokens, const float* cosT,
                 const float* sinT, int64_t pairs, RopeStyle style, Scratch& s, float* tile) {
   const int64_t D = m.dim, r = m.rank, t0 = block * kBlock;
-  const auto key = [&](uint64_t k) { return synth::mix64(k + synth::mix64((uint64_t)block + 1)); };
-  s.eps.resize(kBlock * D), s.latent.resize(kBlock * std::max<int64_t>(r, 1)), s.tau.resize(kBlock);
+  const auto key = [&](uint64_t k) { return splitmix64_mix(k + splitmix64_mix((uint64_t)block + 1)); };
+  s.eps.resize(kBlock * D);
+  s.latent.resize(kBlock * std::max<int64_t>(r, 1));
+  s.tau.resize(kBlock);
   synth::fill_gauss(key(m.noise_key), s.eps.data(), n * D);
   if (r) synth::fill_gauss(key(m.latent_key), s.latent.data(), n * r);
   if (m.tau_sigma != 0) {
@@ -91,11 +115,11 @@ void block_rows(const synth::RowModel& m, int64_t block, int64_t n, int64_t sink
     }
     for (int64_t c = 0; c < D; ++c) row[c] = row[c] + tau * (m.noise[c] * eps[c]);
     round_to_half_n(row, D);
-    if (!m.rotate || style == RopeStyle::none) continue;
+    if (!m.rotate || style == RopeStyle::None) continue;
     // Pair j is (a, b) = (2j, 2j+1) or (j, j + D/2): synth::pair_channels, unrolled per style.
     const float* cs = cosT + t * pairs;
     const float* sn = sinT + t * pairs;
-    if (style == RopeStyle::adjacent)
+    if (style == RopeStyle::Adjacent)
       for (int64_t j = 0; j < pairs; ++j) rotate_pair(row[2 * j], row[2 * j + 1], cs[j], sn[j]);
     else
       for (int64_t j = 0; j < pairs; ++j) rotate_pair(row[j], row[j + D / 2], cs[j], sn[j]);
@@ -121,7 +145,7 @@ SyntheticDump::SyntheticDump(const SyntheticDumpParams& p) : p_(p), name_("synth
   info_.rope_style = p.rope_style;
   info_.k_after_rope = true;
   info_.has_k_pre_rope = p.k_pre_rope;
-  info_.dtype = CaptureDtype::f16;
+  info_.dtype = CaptureDtype::F16;
   info_.source = describe(p);
   info_.validate("synthetic dump '" + p.preset + "'");
   if (!(p.rope_theta > 0) || !std::isfinite(p.rope_theta))
@@ -143,8 +167,9 @@ std::unique_ptr<SyntheticDump::RopeTable> SyntheticDump::build_rope() const {
   auto tab = std::make_unique<RopeTable>();
   const int64_t T = p_.tokens, D = p_.head_dim, P = D / 2;
   tab->pairs = P;
-  if (p_.rope_style != RopeStyle::none) {
-    tab->cos.resize(T * P), tab->sin.resize(T * P);
+  if (p_.rope_style != RopeStyle::None) {
+    tab->cos.resize(T * P);
+    tab->sin.resize(T * P);
     std::vector<double> w(P);
     for (int64_t j = 0; j < P; ++j) w[j] = std::pow(p_.rope_theta, -(double)(2 * j) / (double)D);
 #pragma omp parallel for schedule(static)
@@ -216,11 +241,12 @@ Tensor SyntheticDump::read_head(int64_t layer, Role role, int64_t head) const {
 }
 
 std::vector<int64_t> SyntheticDump::outlier_channels(int64_t layer, int64_t kv_head) const {
-  check_request(layer, Role::k, kv_head);
+  check_request(layer, Role::K, kv_head);
   std::vector<int64_t> out;
   for (int64_t j : synth::outlier_pairs(p_, layer, kv_head)) {
     const auto [a, b] = synth::pair_channels(p_.rope_style, p_.head_dim, j);
-    out.push_back(a), out.push_back(b);
+    out.push_back(a);
+    out.push_back(b);
   }
   std::sort(out.begin(), out.end());
   return out;

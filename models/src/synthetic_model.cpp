@@ -109,12 +109,21 @@ void add_pair(std::vector<float>& v, RopeStyle st, int64_t D, int64_t j, double 
   v[b] = (float)(v[b] + mag * std::sin(phi));
 }
 
+// A model of D channels and an r-dimensional latent, all zero.
+RowModel sized_model(int64_t D, int64_t r) {
+  RowModel m;
+  m.dim = D;
+  m.rank = r;
+  m.mean.resize(D);
+  m.noise.resize(D);
+  m.basis.resize(r * D);
+  return m;
+}
+
 RowModel key_model(const SyntheticDumpParams& p, int64_t layer, int64_t g) {
   const Group G = make_group(p, layer, g);
   const int64_t D = p.head_dim, r = latent_rank(D);
-  RowModel m;
-  m.dim = D, m.rank = r;
-  m.mean.resize(D), m.noise.resize(D), m.basis.resize(r * D);
+  RowModel m = sized_model(D, r);
   // 70% of a channel's variance from the shared latent, 30% from its own noise.
   for (int64_t c = 0; c < D; ++c) {
     m.mean[c] = (float)G.kmean[c];
@@ -145,9 +154,7 @@ RowModel query_model(const SyntheticDumpParams& p, int64_t layer, int64_t h) {
   const Group G = make_group(p, layer, g);
   Stream s(stream_key(p.seed, kQueryTag, (uint64_t)layer, (uint64_t)h));
   const int64_t D = p.head_dim, r = latent_rank(D);
-  RowModel m;
-  m.dim = D, m.rank = r;
-  m.mean.resize(D), m.noise.resize(D), m.basis.resize(r * D);
+  RowModel m = sized_model(D, r);
   // Per-head strengths: how much the head follows the outliers (the sink), content, position.
   const double ratio = 0.25 + 0.35 * s.uniform();
   // Content: q.k/sqrt(D) from the shared latent has std about `content` (log-normal around 1.8).
@@ -175,7 +182,8 @@ RowModel value_model(const SyntheticDumpParams& p, int64_t layer, int64_t g) {
   const int64_t D = p.head_dim;
   RowModel m;
   m.dim = D;
-  m.mean.resize(D), m.noise.resize(D);
+  m.mean.resize(D);
+  m.noise.resize(D);
   const double level = 0.5 * (0.8 + 0.4 * s.uniform());
   for (int64_t c = 0; c < D; ++c) {
     const double scale = level * std::exp(0.15 * s.normal());
@@ -184,7 +192,8 @@ RowModel value_model(const SyntheticDumpParams& p, int64_t layer, int64_t g) {
   }
   m.sink_mean = m.mean;
   for (float& x : m.sink_mean) x *= 0.1f;  // sinks carry little value (they are a no-op)
-  m.tau_sigma = 0.2f, m.sink_tau = 0.1f;
+  m.tau_sigma = 0.2f;
+  m.sink_tau = 0.1f;
   m.noise_key = stream_key(p.seed, kValueNoise, (uint64_t)layer, (uint64_t)g);
   m.tau_key = stream_key(p.seed, kValueTau, (uint64_t)layer, (uint64_t)g);
   return m;
@@ -193,20 +202,20 @@ RowModel value_model(const SyntheticDumpParams& p, int64_t layer, int64_t g) {
 }  // namespace
 
 std::pair<int64_t, int64_t> pair_channels(RopeStyle style, int64_t D, int64_t j) {
-  if (style == RopeStyle::halves) return {j, j + D / 2};
+  if (style == RopeStyle::Halves) return {j, j + D / 2};
   return {2 * j, 2 * j + 1};
 }
 
 RowModel head_model(const SyntheticDumpParams& p, int64_t layer, Role role, int64_t head) {
   switch (role) {
-    case Role::q: return query_model(p, layer, head);
-    case Role::k: {
+    case Role::Q: return query_model(p, layer, head);
+    case Role::K: {
       RowModel m = key_model(p, layer, head);
       m.rotate = true;
       return m;
     }
-    case Role::k_pre_rope: return key_model(p, layer, head);
-    case Role::v: return value_model(p, layer, head);
+    case Role::KPreRope: return key_model(p, layer, head);
+    case Role::V: return value_model(p, layer, head);
   }
   return {};
 }

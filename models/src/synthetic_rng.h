@@ -8,26 +8,20 @@
 #include <cstdint>
 #include <cstring>
 
-namespace kvlab::synth {
+#include "kvlab/hash.h"
 
-// splitmix64's finalizer: a bijection on 64 bits with full avalanche.
-inline uint64_t mix64(uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  x ^= x >> 31;
-  return x;
-}
+namespace kvlab::synth {
 
 // A key for one stream of numbers: hashes the fields in order, so (1, 2) and (2, 1) differ.
 inline uint64_t stream_key(uint64_t seed, uint64_t a, uint64_t b = 0, uint64_t c = 0, uint64_t d = 0) {
-  uint64_t k = mix64(seed + 0x9e3779b97f4a7c15ull);
-  for (uint64_t v : {a, b, c, d}) k = mix64(k ^ (v + 0x9e3779b97f4a7c15ull + (k << 6) + (k >> 2)));
+  uint64_t k = splitmix64_mix(seed + kGoldenGamma);
+  for (uint64_t v : {a, b, c, d}) k = splitmix64_mix(k ^ (v + kGoldenGamma + (k << 6) + (k >> 2)));
   return k;
 }
 
-inline uint64_t hash_at(uint64_t key, uint64_t counter) { return mix64(key ^ mix64(counter)); }
+inline uint64_t hash_at(uint64_t key, uint64_t counter) {
+  return splitmix64_mix(key ^ splitmix64_mix(counter));
+}
 
 inline float bits_to_float(uint32_t u) {
   float f;

@@ -34,7 +34,10 @@ void put(std::FILE* f, const std::vector<T>& v) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) return std::fprintf(stderr, "usage: %s OUT\n", argv[0]), 2;
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s OUT\n", argv[0]);
+    return 2;
+  }
   std::FILE* f = std::fopen(argv[1], "wb");
   if (!f) return 1;
   const std::vector<int64_t> shape = {2, 3, 77, 24};  // T, D not multiples of the groups
@@ -71,8 +74,14 @@ int main(int argc, char** argv) {
       kvlab::TensorView v{dt ? (const void*)xh.data() : (const void*)x.data(),
                           dt ? kvlab::DType::F16 : kvlab::DType::F32, shape};
       const kvlab::QuantizedTensor q = kvlab::quantize(v, spec);
-      put(f, q.codes), put(f, q.scale), put(f, q.zero), put(f, q.high), put(f, q.boost_index);
-      put(f, kvlab::unpack_codes(q)), put(f, kvlab::dequantize(q)), put(f, kvlab::dequantize_half(q));
+      put(f, q.codes);
+      put(f, q.scale);
+      put(f, q.zero);
+      put(f, q.high);
+      put(f, q.boost_index);
+      put(f, kvlab::unpack_codes(q));
+      put(f, kvlab::dequantize(q));
+      put(f, kvlab::dequantize_half(q));
     }
   }
   return std::fclose(f) == 0 ? 0 : 1;

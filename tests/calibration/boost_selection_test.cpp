@@ -43,7 +43,10 @@ TEST(BoostSelection, NamesParseAndUnknownOnesAreRefused) {
 TEST(BoostSelection, MagnitudeReproducesCoresRankingByteForByte) {
   const Tensor k = random_keys(3, 64, 16, 5);
   QuantizerSpec s;
-  s.bits = 2, s.axis = Axis::Channel, s.group = 16, s.boost = 0.25;
+  s.bits = 2;
+  s.axis = Axis::Channel;
+  s.group = 16;
+  s.boost = 0.25;
   const std::vector<int32_t> ch = select_boost_channels(Selector::Magnitude, k, 16, 4, 0);
   const QuantizedTensor own = quantize(k.view(), s), given = quantize(k.view(), s, ch);
   EXPECT_EQ(given.boost_index, own.boost_index);

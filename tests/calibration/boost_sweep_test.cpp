@@ -22,9 +22,9 @@ struct Fixture {
     shape = {i.num_layers, i.num_q_heads, i.num_kv_heads, i.head_dim, i.tokens};
     load = [this](int64_t l) {
       LayerQKV x;
-      x.q = dump.read(l, Role::q);
-      x.k = dump.read(l, Role::k);
-      x.v = dump.read(l, Role::v);
+      x.q = dump.read(l, Role::Q);
+      x.k = dump.read(l, Role::K);
+      x.v = dump.read(l, Role::V);
       return x;
     };
   }

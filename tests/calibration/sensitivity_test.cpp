@@ -1,6 +1,6 @@
 // Channel sensitivity: the rank-1 fast path against the naive recomputation (1e-6 relative),
-// against eval's attention reference, and the edges of issue 5 (short sequences, a constant
-// channel, D = 8, thread counts).
+// against eval's attention reference, and the edge cases (short sequences, a constant channel,
+// D = 8, thread counts).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -19,7 +19,9 @@ using namespace kvlab;
 
 LayerQKV layer_of(const DumpReader& r, int64_t l) {
   LayerQKV x;
-  x.q = r.read(l, Role::q), x.k = r.read(l, Role::k), x.v = r.read(l, Role::v);
+  x.q = r.read(l, Role::Q);
+  x.k = r.read(l, Role::K);
+  x.v = r.read(l, Role::V);
   return x;
 }
 
@@ -48,7 +50,8 @@ TEST(Sensitivity, FastEqualsNaiveOnTheDefaultDump) {
   const auto dump = open_dump(std::string(KVLAB_SOURCE_DIR) + "/data/stories260K.h5");
   ASSERT_EQ(dump->info().head_dim, 8);
   SensitivityOptions o;
-  o.group = 32, o.sink = 4;
+  o.group = 32;
+  o.sink = 4;
   o.queries = parse_queries("stride:3");
   for (int64_t l : {0L, dump->info().num_layers - 1}) expect_fast_equals_naive(layer_of(*dump, l), o);
 }
@@ -58,7 +61,9 @@ TEST(Sensitivity, FastEqualsNaiveOnASyntheticDump) {
   p.tokens = 300;
   const SyntheticDump dump(p);
   SensitivityOptions o;
-  o.group = 64, o.sink = 8, o.bits = 2;
+  o.group = 64;
+  o.sink = 8;
+  o.bits = 2;
   o.queries = parse_queries("last:70");  // two tiles, the first query before the last group
   expect_fast_equals_naive(layer_of(dump, 1), o);
   o.bits = 1;  // coarser: larger perturbations, more of the scalar expm1 path
@@ -74,7 +79,8 @@ TEST(Sensitivity, LargeLogitShiftsTakeTheExactPath) {
   for (int64_t h = 0; h < 2; ++h)
     for (int64_t i = 0; i < 200; ++i) x.q.data[(h * 200 + i) * 16 + 3] *= 10.0f;
   SensitivityOptions o;
-  o.group = 32, o.sink = 4;
+  o.group = 32;
+  o.sink = 4;
   o.queries = parse_queries("stride:7");
   expect_fast_equals_naive(x, o);
 }
@@ -88,7 +94,8 @@ TEST(Sensitivity, HugeLogitShiftsStayFinite) {
   for (int64_t h = 0; h < 2; ++h)
     for (int64_t i = 0; i < 200; ++i) x.q.data[(h * 200 + i) * 16 + 5] *= 300.0f;
   SensitivityOptions o;
-  o.group = 32, o.sink = 4;
+  o.group = 32;
+  o.sink = 4;
   o.queries = parse_queries("stride:9");
   const std::vector<SensitivityRow> rows = run(x, o);
   for (const SensitivityRow& r : rows)
@@ -115,13 +122,17 @@ TEST(Sensitivity, MatchesEvalsAttentionReference) {
   p.tokens = 256;
   const LayerQKV x = layer_of(SyntheticDump(p), 0);
   SensitivityOptions o;
-  o.group = 64, o.sink = 16, o.params = ParamType::F32;
+  o.group = 64;
+  o.sink = 16;
+  o.params = ParamType::F32;
   o.queries = parse_queries("last:40");
   const std::vector<SensitivityRow> rows = run(x, o);
   const std::vector<int64_t> pos = select_queries(o.queries, 256);
   const int64_t D = 16, T = 256, kb = 16, n = 192;
   QuantizerSpec s;
-  s.bits = 2, s.axis = Axis::Channel, s.group = 64;
+  s.bits = 2;
+  s.axis = Axis::Channel;
+  s.group = 64;
   for (int64_t c : {0L, 5L, 11L}) {
     Reconstruction cache{x.k, x.v};
     for (int64_t g = 0; g < 2; ++g) {
@@ -146,7 +157,8 @@ TEST(Sensitivity, ConstantChannelIsHarmless) {
   for (int64_t g = 0; g < 2; ++g)
     for (int64_t t = 0; t < 256; ++t) x.k.data[(g * 256 + t) * 16 + 6] = 1.25f;
   SensitivityOptions o;
-  o.group = 64, o.sink = 16;
+  o.group = 64;
+  o.sink = 16;
   o.queries = parse_queries("last:32");
   const std::vector<SensitivityRow> rows = run(x, o);
   for (const SensitivityRow& r : rows) {
@@ -165,7 +177,8 @@ TEST(Sensitivity, HeadDimEightHasNoDOver16Recall) {
   const DumpInfo& in = dump->info();
   const EvalShape shape{in.num_layers, in.num_q_heads, in.num_kv_heads, in.head_dim, in.tokens};
   SensitivityOptions o;
-  o.group = 32, o.sink = 4;
+  o.group = 32;
+  o.sink = 4;
   o.layers = parse_layers("1");
   o.queries = parse_queries("last:16");
   const SensitivityResult r = channel_sensitivity(
@@ -192,11 +205,14 @@ TEST(Sensitivity, ShortSequencesAndBadOptionsAreRefused) {
   }
   o.group = 0;
   EXPECT_THROW(channel_sensitivity(shape, never, o), std::invalid_argument);
-  o.group = 32, o.bits = 9;
+  o.group = 32;
+  o.bits = 9;
   EXPECT_THROW(channel_sensitivity(shape, never, o), std::invalid_argument);
-  o.bits = 2, o.sink = -1;
+  o.bits = 2;
+  o.sink = -1;
   EXPECT_THROW(channel_sensitivity(shape, never, o), std::invalid_argument);
-  o.sink = 0, o.group = 100;  // exactly one group: allowed (the loader is reached)
+  o.sink = 0;
+  o.group = 100;  // exactly one group: allowed (the loader is reached)
   EXPECT_THROW(channel_sensitivity(shape, never, o), std::logic_error);
 }
 
@@ -205,7 +221,8 @@ TEST(Sensitivity, SameResultsForAnyThreadCount) {
   p.tokens = 256;
   const LayerQKV x = layer_of(SyntheticDump(p), 1);
   SensitivityOptions o;
-  o.group = 64, o.sink = 16;
+  o.group = 64;
+  o.sink = 16;
   o.queries = parse_queries("stride:2");
   o.threads = 1;
   const std::vector<SensitivityRow> a = run(x, o);

@@ -20,7 +20,12 @@ constexpr uint8_t F = kNotBoosted;
 QuantizerSpec boost(int bits, int G, double ratio, Profile profile = Profile::Kvlab,
                     ParamType params = ParamType::F32) {
   QuantizerSpec s;
-  s.bits = bits, s.axis = Axis::Channel, s.group = G, s.boost = ratio, s.profile = profile, s.params = params;
+  s.bits = bits;
+  s.axis = Axis::Channel;
+  s.group = G;
+  s.boost = ratio;
+  s.profile = profile;
+  s.params = params;
   return s;
 }
 
@@ -102,7 +107,10 @@ TEST(Boost, BoostedCodesUseBitsPlusTwoGolden) {
   // high plane: one row (slot 0 = c0) of t >> 2 = 0,0,0,0, 1,1,1,1, 2,2,2,2, 3,3,3,3:
   //   0x00, 1|1<<2|1<<4|1<<6 = 0x55, 0xaa, 0xff
   std::vector<float> t16, t4;
-  for (int t = 0; t < 16; ++t) t16.push_back((float)t), t4.push_back((float)(t % 4));
+  for (int t = 0; t < 16; ++t) {
+    t16.push_back((float)t);
+    t4.push_back((float)(t % 4));
+  }
   const Tensor x = from_columns({t16, t4, repeat({0.5f}, 16), repeat({-0.25f}, 16)});
   const QuantizedTensor q = quantize(x.view(), boost(2, 16, 0.25));
   EXPECT_EQ(q.boost_index, (std::vector<uint8_t>{0, F, F, F}));
@@ -148,7 +156,8 @@ TEST(Boost, PlanesAndLastPartialPageLayout) {
       std::vector<uint8_t> lo(len), hi(len), lbytes(lrow, 0), hbytes(hrow, 0);
       for (int64_t t = 0; t < len; ++t) {
         const uint8_t code = codes[(p * 8 + t) * 6 + c];
-        lo[t] = code & 7, hi[t] = code >> 3;
+        lo[t] = code & 7;
+        hi[t] = code >> 3;
         if (index[c] == F) {
           EXPECT_LT(code, 8) << "unboosted code wider than 3 bits";
         }
@@ -170,7 +179,10 @@ TEST(Boost, LastPartialPageChoosesFromItsOwnTokens) {
   // c0 = +-5, c3 = 0.1, so page 2 must boost c0; had it looked at tokens 12..15 it would pick c3.
   std::vector<std::vector<float>> cols(4, std::vector<float>(20, 0.25f));
   for (int t = 0; t < 16; ++t) cols[3][t] = t % 2 ? 10.0f : -10.0f;
-  for (int t = 16; t < 20; ++t) cols[0][t] = t % 2 ? 5.0f : -5.0f, cols[3][t] = 0.1f;
+  for (int t = 16; t < 20; ++t) {
+    cols[0][t] = t % 2 ? 5.0f : -5.0f;
+    cols[3][t] = 0.1f;
+  }
   const QuantizedTensor q = quantize(from_columns(cols).view(), boost(2, 8, 0.25));
   EXPECT_EQ(q.boost_index, (std::vector<uint8_t>{F, F, F, 0, F, F, F, 0, 0, F, F, F}));
   // page 2, channel 0: [-5, 5] over its 4 tokens at 4 bits: scale 10 / 15, zero -5
@@ -229,8 +241,10 @@ TEST(Boost, BoostedChannelsWithinTheirFinerHalfStep) {
     int64_t over = 0, boosted = 0, bad_scale = 0;
     for (size_t s = 0; s < q.scale.size(); ++s) {
       float mn = INFINITY, mx = -INFINITY;
-      for (int64_t i : g.members((int64_t)s, true))
-        mn = std::min(mn, x.data[i]), mx = std::max(mx, x.data[i]);
+      for (int64_t i : g.members((int64_t)s, true)) {
+        mn = std::min(mn, x.data[i]);
+        mx = std::max(mx, x.data[i]);
+      }
       const int levels = (1 << (q.boost_index[s] != F ? bits + 2 : bits)) - 1;
       bad_scale += q.scale[s] != (mx - mn) / (float)levels;
     }

@@ -1,11 +1,11 @@
 // The same bytes whatever the OpenMP thread count: quantize (and dequantize) with 1, 2 and 3
 // threads and compare every output array.
 #include <gtest/gtest.h>
-#include <omp.h>
 
 #include <vector>
 
 #include "kvlab/quantizer.h"
+#include "kvlab/threads.h"
 #include "test_util.h"
 
 namespace {
@@ -19,12 +19,10 @@ struct Outputs {
 };
 
 Outputs run_with(int threads, const TensorView& x, const QuantizerSpec& spec) {
-  const int before = omp_get_max_threads();
-  omp_set_num_threads(threads);
+  const ScopedThreads scope(threads);
   Outputs r{quantize(x, spec), {}, {}};
   r.codes = unpack_codes(r.q);
   r.deq = dequantize(r.q);
-  omp_set_num_threads(before);
   return r;
 }
 

@@ -21,7 +21,10 @@ using ::testing::HasSubstr;
 
 QuantizerSpec asym(int bits, Axis axis, int group, ParamType params = ParamType::F32) {
   QuantizerSpec s;
-  s.bits = bits, s.axis = axis, s.group = group, s.params = params;
+  s.bits = bits;
+  s.axis = axis;
+  s.group = group;
+  s.params = params;
   return s;
 }
 
@@ -150,7 +153,8 @@ TEST(Fp16Extremes, Fp32ParamsQuantizeAndStayWithinBound) {
 
 TEST(Fp16Extremes, Fp16ParamsQuantizeFromTwoBits) {
   std::vector<uint16_t> b = extremes_bits(64, 4);
-  b[0] = 0x7bff, b[1] = 0xfbff;  // tokens 0 and 1 of the one channel of a (64, 1) tensor
+  b[0] = 0x7bff;
+  b[1] = 0xfbff;  // tokens 0 and 1 of the one channel of a (64, 1) tensor
   const std::vector<int64_t> shape = {64, 1};
   for (int bits = 2; bits <= 8; ++bits) {
     SCOPED_TRACE(bits);
@@ -241,8 +245,9 @@ TEST(Fp16Subnormals, Fp16ParamsWhereTheScaleIsExact) {
   std::mt19937 rng(13);
   std::vector<uint16_t> b(64);
   for (auto& v : b) v = (uint16_t)((rng() & 0x8000u) | (rng() % 1024u));
-  b[5] = 0x83ff, b[9] = 0x03ff;  // -1023 * 2^-24, +1023 * 2^-24
-  b[7] = 0x0001;                 // 2^-24
+  b[5] = 0x83ff;
+  b[9] = 0x03ff;  // -1023 * 2^-24, +1023 * 2^-24
+  b[7] = 0x0001;  // 2^-24
   const float unit = std::ldexp(1.0f, -24);
   for (int bits : {1, 2}) {
     SCOPED_TRACE(bits);
@@ -275,7 +280,10 @@ TEST(Remainders, EveryGroupUsesOnlyItsOwnElements) {
         const bool last = (int64_t)(s % g.groups) == g.groups - 1;
         ASSERT_EQ((int64_t)members.size(), last ? L - (g.groups - 1) * G : G);
         float mn = INFINITY, mx = -INFINITY;
-        for (int64_t i : members) mn = std::min(mn, x.data[i]), mx = std::max(mx, x.data[i]);
+        for (int64_t i : members) {
+          mn = std::min(mn, x.data[i]);
+          mx = std::max(mx, x.data[i]);
+        }
         ASSERT_EQ(q.zero[s], mn) << "group " << s;
         ASSERT_EQ(q.scale[s], (mx - mn) / 7.0f) << "group " << s;
       }

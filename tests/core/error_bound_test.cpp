@@ -16,7 +16,11 @@ using kvtest::Geometry;
 
 QuantizerSpec kvlab_spec(Scheme scheme, int bits, Axis axis, int group, ParamType params) {
   QuantizerSpec s;
-  s.scheme = scheme, s.bits = bits, s.axis = axis, s.group = group, s.params = params;
+  s.scheme = scheme;
+  s.bits = bits;
+  s.axis = axis;
+  s.group = group;
+  s.params = params;
   return s;
 }
 

@@ -22,7 +22,12 @@ struct Format {
 
   kvlab::QuantizerSpec spec(int group) const {
     kvlab::QuantizerSpec s;
-    s.scheme = scheme, s.bits = bits, s.axis = axis, s.group = group, s.params = params, s.profile = profile;
+    s.scheme = scheme;
+    s.bits = bits;
+    s.axis = axis;
+    s.group = group;
+    s.params = params;
+    s.profile = profile;
     s.boost = boost;
     return s;
   }

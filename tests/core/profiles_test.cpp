@@ -18,7 +18,11 @@ using kvtest::make_tensor;
 
 QuantizerSpec upstream(Profile p, int bits, int group = kWholeAxis) {
   QuantizerSpec s;
-  s.bits = bits, s.axis = Axis::Channel, s.group = group, s.params = ParamType::F16, s.profile = p;
+  s.bits = bits;
+  s.axis = Axis::Channel;
+  s.group = group;
+  s.params = ParamType::F16;
+  s.profile = p;
   return s;
 }
 

@@ -152,7 +152,8 @@ TEST_P(FormatTest, ParamsCodesAndDequantAreTheRecipes) {
       float mn = INFINITY, mx = -INFINITY;
       for (int64_t i : g.members((int64_t)s, boosted)) {
         const float v = kvtest::load(spec.profile, x.data[i]);
-        mn = std::min(mn, v), mx = std::max(mx, v);
+        mn = std::min(mn, v);
+        mx = std::max(mx, v);
       }
       const kvtest::Params want = kvtest::oracle_params(spec, mn, mx, width_of(q, (int64_t)s));
       const bool ok =

@@ -73,8 +73,13 @@ TEST(QuantizerSpec, EveryCombinationValidatesAndRoundTrips) {
             for (Profile profile : {Profile::Kvlab, Profile::Kivi, Profile::KittySim})
               for (double boost : {-1.0, 0.0, 0.25, 1.0, 1.5}) {
                 QuantizerSpec s;
-                s.scheme = scheme, s.bits = bits, s.axis = axis, s.group = group, s.params = params;
-                s.profile = profile, s.boost = boost;
+                s.scheme = scheme;
+                s.bits = bits;
+                s.axis = axis;
+                s.group = group;
+                s.params = params;
+                s.profile = profile;
+                s.boost = boost;
                 ++n_total;
                 const std::string text = to_string(s);
                 if (valid(s)) {

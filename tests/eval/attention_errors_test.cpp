@@ -2,12 +2,12 @@
 // relative error, KL, top-8 overlap; exact zeros for an identical cache; tiny perturbations
 // (where the one-pass formulas could cancel); tile sizes; thread counts.
 #include <gtest/gtest.h>
-#include <omp.h>
 
 #include "eval_oracle.h"
 #include "kvlab/attention.h"
 #include "kvlab/method.h"
 #include "kvlab/selection.h"
+#include "kvlab/threads.h"
 
 namespace {
 
@@ -145,12 +145,13 @@ TEST(AttentionErrors, TileSizesAgree) {
 TEST(AttentionErrors, SameBitsForAnyThreadCount) {
   const Case c = make_case(8, 2, 260, 32, 15);
   const Reconstruction r = kvlab::parse_method("kitty")->apply(c.k.view(), c.v.view());
-  const int saved = omp_get_max_threads();
-  omp_set_num_threads(1);
-  const auto one = kvlab::attention_errors(c.q.view(), c.k.view(), c.v.view(), {r}, c.pos, {16, 32});
+  auto errors_with = [&](int threads) {
+    const kvlab::ScopedThreads scope(threads);
+    return kvlab::attention_errors(c.q.view(), c.k.view(), c.v.view(), {r}, c.pos, {16, 32});
+  };
+  const auto one = errors_with(1);
   for (int n : {2, 4, 7}) {
-    omp_set_num_threads(n);
-    const auto got = kvlab::attention_errors(c.q.view(), c.k.view(), c.v.view(), {r}, c.pos, {16, 32});
+    const auto got = errors_with(n);
     for (int64_t h = 0; h < 8; ++h) {
       EXPECT_EQ(got[0][h].score_sq_err, one[0][h].score_sq_err) << n;
       EXPECT_EQ(got[0][h].out_sq_err, one[0][h].out_sq_err) << n;
@@ -158,7 +159,6 @@ TEST(AttentionErrors, SameBitsForAnyThreadCount) {
       EXPECT_EQ(got[0][h].topk_sum, one[0][h].topk_sum) << n;
     }
   }
-  omp_set_num_threads(saved);
 }
 
 TEST(AttentionErrors, FutureKeysDoNotChangeEarlierQueries) {
@@ -171,7 +171,10 @@ TEST(AttentionErrors, FutureKeysDoNotChangeEarlierQueries) {
   const auto a = kvlab::attention_errors(c.q.view(), c.k.view(), c.v.view(), {before}, c.pos);
   Case d = c;
   for (int64_t t = 176; t < 200; ++t)  // whole key groups after position 175
-    for (int64_t ch = 0; ch < 16; ++ch) d.k.data[t * 16 + ch] *= -7.0f, d.v.data[t * 16 + ch] += 100.0f;
+    for (int64_t ch = 0; ch < 16; ++ch) {
+      d.k.data[t * 16 + ch] *= -7.0f;
+      d.v.data[t * 16 + ch] += 100.0f;
+    }
   const Reconstruction after = m->apply(d.k.view(), d.v.view());
   const auto b = kvlab::attention_errors(d.q.view(), d.k.view(), d.v.view(), {after}, d.pos);
   for (int64_t h = 0; h < 2; ++h) {

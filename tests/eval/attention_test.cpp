@@ -1,11 +1,11 @@
 // The attention reference: against a double loop, GQA mapping, causal mask, query selection,
 // tiling invariance, thread-count determinism (torch: torch_sdpa_test.cpp).
 #include <gtest/gtest.h>
-#include <omp.h>
 
 #include "eval_oracle.h"
 #include "kvlab/attention.h"
 #include "kvlab/selection.h"
+#include "kvlab/threads.h"
 
 namespace {
 
@@ -26,8 +26,10 @@ std::vector<int64_t> all(int64_t T) { return kvlab::select_queries({}, T); }
 // max |a - b| / max |b|
 double rel_diff(const std::vector<float>& a, const std::vector<double>& b) {
   double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i)
-    num = std::max(num, std::fabs(a[i] - b[i])), den = std::max(den, std::fabs(b[i]));
+  for (size_t i = 0; i < a.size(); ++i) {
+    num = std::max(num, std::fabs(a[i] - b[i]));
+    den = std::max(den, std::fabs(b[i]));
+  }
   return num / den;
 }
 
@@ -43,8 +45,10 @@ TEST(Attention, MatchesDoubleLoop) {
 TEST(Attention, GqaMapsQueryHeadToKvHeadByDivision) {
   // Hq = 6, Hkv = 3: heads 0,1 -> 0; 2,3 -> 1; 4,5 -> 2 (a modulo mapping would give 0,1,2,0,1,2).
   auto in = inputs(6, 3, 64, 16, 2);
-  for (int64_t i = 0; i < 64 * 16; ++i)
-    in.v.data[64 * 16 * 1 + i] += 5.0f, in.v.data[64 * 16 * 2 + i] -= 5.0f;
+  for (int64_t i = 0; i < 64 * 16; ++i) {
+    in.v.data[64 * 16 * 1 + i] += 5.0f;
+    in.v.data[64 * 16 * 2 + i] -= 5.0f;
+  }
   const auto pos = all(64);
   const Tensor o = kvlab::attention(in.q.view(), in.k.view(), in.v.view(), pos);
   const auto ref = evtest::attention(in.q, in.k, in.v, pos);
@@ -68,7 +72,10 @@ TEST(Attention, CausalMaskIgnoresFutureKeysAndValues) {
   const std::vector<int64_t> pos = {0, 5, 63, 64, 100, 150};  // all < 151
   const Tensor before = kvlab::attention(in.q.view(), in.k.view(), in.v.view(), pos, {4, 32});
   for (int64_t t = 151; t < T; ++t)
-    for (int64_t c = 0; c < 16; ++c) in.k.data[t * 16 + c] = 1e3f * (c + 1), in.v.data[t * 16 + c] = -1e4f;
+    for (int64_t c = 0; c < 16; ++c) {
+      in.k.data[t * 16 + c] = 1e3f * (c + 1);
+      in.v.data[t * 16 + c] = -1e4f;
+    }
   const Tensor after = kvlab::attention(in.q.view(), in.k.view(), in.v.view(), pos, {4, 32});
   EXPECT_EQ(before.data, after.data);
   // Position 0 sees key 0 alone: O = v_0 exactly.
@@ -112,15 +119,15 @@ TEST(Attention, SameBitsForAnyThreadCount) {
   const int64_t T = 300;
   const auto in = inputs(8, 2, T, 32, 6);
   const auto pos = all(T);
-  const int saved = omp_get_max_threads();
-  omp_set_num_threads(1);
-  const Tensor one = kvlab::attention(in.q.view(), in.k.view(), in.v.view(), pos, {16, 64});
+  auto attention_with = [&](int threads) {
+    const kvlab::ScopedThreads scope(threads);
+    return kvlab::attention(in.q.view(), in.k.view(), in.v.view(), pos, {16, 64});
+  };
+  const Tensor one = attention_with(1);
   for (int n : {2, 3, 5}) {
-    omp_set_num_threads(n);
-    const Tensor o = kvlab::attention(in.q.view(), in.k.view(), in.v.view(), pos, {16, 64});
+    const Tensor o = attention_with(n);
     EXPECT_EQ(o.data, one.data) << n << " threads";
   }
-  omp_set_num_threads(saved);
 }
 
 TEST(Attention, BadInput) {

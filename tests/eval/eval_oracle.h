@@ -112,13 +112,16 @@ inline kvlab::AttnStats errors(const Tensor& q, const Tensor& k, const Tensor& v
     std::vector<double> p(t + 1), ph(t + 1);
     double kl = 0;
     for (int64_t j = 0; j <= t; ++j) {
-      p[j] = std::exp(l[j] - lse), ph[j] = std::exp(lh[j] - lseh);
+      p[j] = std::exp(l[j] - lse);
+      ph[j] = std::exp(lh[j] - lseh);
       s.score_sq_err += (p[j] - ph[j]) * (p[j] - ph[j]);
       kl += p[j] * ((l[j] - lse) - (lh[j] - lseh));
     }
     const auto o = output(p, v, g, d.T, d.D), oh = output(ph, vh, g, d.T, d.D);
-    for (int64_t c = 0; c < d.D; ++c)
-      s.out_sq_err += (o[c] - oh[c]) * (o[c] - oh[c]), s.out_sq_ref += o[c] * o[c];
+    for (int64_t c = 0; c < d.D; ++c) {
+      s.out_sq_err += (o[c] - oh[c]) * (o[c] - oh[c]);
+      s.out_sq_ref += o[c] * o[c];
+    }
     const auto a = top(l, kvlab::kTopK), b = top(lh, kvlab::kTopK);
     int shared = 0;
     for (int64_t x : a) shared += std::count(b.begin(), b.end(), x);

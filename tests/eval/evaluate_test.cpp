@@ -275,7 +275,7 @@ class MissingValues final : public kvlab::DumpReader {
   const std::string& path() const override { return path_; }
   Tensor read(int64_t layer, kvlab::Role role) const override {
     check_request(layer, role, 0);
-    if (layer == 1 && role == kvlab::Role::v)
+    if (layer == 1 && role == kvlab::Role::V)
       throw std::runtime_error(path_ + ": layer 1 has no v (expected a dataset /layers/1/v)");
     return evtest::normal(info_.shape(role), 7 + (uint32_t)layer);
   }
@@ -290,7 +290,7 @@ TEST(EvaluateBadInput, DumpMissingARole) {
   const auto& in = dump.info();
   const EvalShape shape{in.num_layers, in.num_q_heads, in.num_kv_heads, in.head_dim, in.tokens};
   auto load = [&](int64_t l) {
-    return LayerQKV{dump.read(l, kvlab::Role::q), dump.read(l, kvlab::Role::k), dump.read(l, kvlab::Role::v)};
+    return LayerQKV{dump.read(l, kvlab::Role::Q), dump.read(l, kvlab::Role::K), dump.read(l, kvlab::Role::V)};
   };
   const std::string e = error_of([&] { kvlab::evaluate(shape, load, options({"int8"})); });
   EXPECT_NE(e.find("missing_v.h5: layer 1 has no v"), std::string::npos) << e;
@@ -321,8 +321,8 @@ TEST(Evaluate, BuiltInDumpMatchesDoubleLoop) {
   const auto& in = dump->info();
   const EvalShape shape{in.num_layers, in.num_q_heads, in.num_kv_heads, in.head_dim, in.tokens};
   auto load = [&](int64_t l) {
-    return LayerQKV{dump->read(l, kvlab::Role::q), dump->read(l, kvlab::Role::k),
-                    dump->read(l, kvlab::Role::v)};
+    return LayerQKV{dump->read(l, kvlab::Role::Q), dump->read(l, kvlab::Role::K),
+                    dump->read(l, kvlab::Role::V)};
   };
   const EvalResult r = kvlab::evaluate(shape, load, {});
   const auto pos = kvlab::select_queries({}, in.tokens);

@@ -19,7 +19,7 @@ using kvlab::Tensor;
 using kvtest::message_of;
 using kvtest::TempDir;
 
-DumpInfo tiny_info(CaptureDtype dtype = CaptureDtype::f32) {
+DumpInfo tiny_info(CaptureDtype dtype = CaptureDtype::F32) {
   DumpInfo in;
   in.model = "tiny";
   in.num_layers = 2;
@@ -47,8 +47,8 @@ Tensor pattern(const DumpInfo& in, int64_t layer, Role role, bool coarse) {
 void write_dump(const std::string& path, const DumpInfo& in, bool coarse = false, bool compress = true) {
   DumpWriter w(path, in, {.compress = compress, .chunk_tokens = 16});
   for (int64_t l = 0; l < in.num_layers; ++l)
-    for (Role r : {Role::q, Role::k, Role::v, Role::k_pre_rope})
-      if (r != Role::k_pre_rope || in.has_k_pre_rope) w.write(l, r, pattern(in, l, r, coarse).view());
+    for (Role r : {Role::Q, Role::K, Role::V, Role::KPreRope})
+      if (r != Role::KPreRope || in.has_k_pre_rope) w.write(l, r, pattern(in, l, r, coarse).view());
   w.commit();
 }
 
@@ -56,7 +56,7 @@ TEST(Hdf5Dump, Float32RoundTripKeepsEveryBitAndTheMetadata) {
   TempDir dir;
   DumpInfo in = tiny_info();
   in.has_k_pre_rope = true;
-  in.rope_style = kvlab::RopeStyle::halves;
+  in.rope_style = kvlab::RopeStyle::Halves;
   in.rope_theta = 500000;
   in.text = "Once upon a time \xE2\x9C\x93";
   for (int64_t t = 0; t < in.tokens; ++t) in.token_ids.push_back((int32_t)(t * 3 + 1));
@@ -70,55 +70,55 @@ TEST(Hdf5Dump, Float32RoundTripKeepsEveryBitAndTheMetadata) {
   EXPECT_EQ(got.num_kv_heads, 2);
   EXPECT_EQ(got.head_dim, 8);
   EXPECT_EQ(got.tokens, 37);
-  EXPECT_EQ(got.rope_style, kvlab::RopeStyle::halves);
+  EXPECT_EQ(got.rope_style, kvlab::RopeStyle::Halves);
   EXPECT_EQ(got.rope_theta, 500000);
   EXPECT_TRUE(got.has_k_pre_rope);
   EXPECT_EQ(got.text, in.text);
   EXPECT_EQ(got.token_ids, in.token_ids);
   EXPECT_EQ(got.source, "hdf5_dump_test");
   for (int64_t l = 0; l < 2; ++l)
-    for (Role r : {Role::q, Role::k, Role::v, Role::k_pre_rope}) {
+    for (Role r : {Role::Q, Role::K, Role::V, Role::KPreRope}) {
       const Tensor want = pattern(in, l, r, false), back = d->read(l, r);
       EXPECT_EQ(back.shape, want.shape);
-      EXPECT_EQ(back.data, want.data) << "layer " << l << " role " << kvlab::role_name(r);
+      EXPECT_EQ(back.data, want.data) << "layer " << l << " role " << kvlab::to_string(r);
     }
 }
 
 TEST(Hdf5Dump, Float16StoresRoundedValuesAndReadsThemExactly) {
   TempDir dir;
-  const DumpInfo in = tiny_info(CaptureDtype::f16);
+  const DumpInfo in = tiny_info(CaptureDtype::F16);
   write_dump(dir.file("d.h5"), in);
   auto d = kvlab::open_dump(dir.file("d.h5"));
-  EXPECT_EQ(d->info().dtype, CaptureDtype::f16);
-  const Tensor want = pattern(in, 1, Role::k, false), back = d->read(1, Role::k);
+  EXPECT_EQ(d->info().dtype, CaptureDtype::F16);
+  const Tensor want = pattern(in, 1, Role::K, false), back = d->read(1, Role::K);
   for (size_t i = 0; i < want.data.size(); ++i)
     ASSERT_EQ(back.data[i], kvlab::round_to_half(want.data[i])) << i;
 }
 
 TEST(Hdf5Dump, Bfloat16RoundTripsValuesItCanRepresent) {
   TempDir dir;
-  const DumpInfo in = tiny_info(CaptureDtype::bf16);
+  const DumpInfo in = tiny_info(CaptureDtype::BF16);
   write_dump(dir.file("d.h5"), in, /*coarse=*/true);
   auto d = kvlab::open_dump(dir.file("d.h5"));
-  EXPECT_EQ(d->info().dtype, CaptureDtype::bf16);
-  EXPECT_EQ(d->read(0, Role::v).data, pattern(in, 0, Role::v, true).data);
+  EXPECT_EQ(d->info().dtype, CaptureDtype::BF16);
+  EXPECT_EQ(d->read(0, Role::V).data, pattern(in, 0, Role::V, true).data);
 }
 
 TEST(Hdf5Dump, ReadHeadEqualsTheSliceOfTheWholeRole) {
   TempDir dir;
-  const DumpInfo in = tiny_info(CaptureDtype::f16);
+  const DumpInfo in = tiny_info(CaptureDtype::F16);
   write_dump(dir.file("d.h5"), in, false, /*compress=*/false);
   auto d = kvlab::open_dump(dir.file("d.h5"));
-  const Tensor all = d->read(1, Role::q);
+  const Tensor all = d->read(1, Role::Q);
   const int64_t n = in.tokens * in.head_dim;
   for (int64_t h = 0; h < in.num_q_heads; ++h) {
-    const Tensor one = d->read_head(1, Role::q, h);
+    const Tensor one = d->read_head(1, Role::Q, h);
     EXPECT_EQ(one.shape, (std::vector<int64_t>{1, in.tokens, in.head_dim}));
     EXPECT_TRUE(std::equal(one.data.begin(), one.data.end(), all.data.begin() + h * n)) << "head " << h;
   }
-  EXPECT_NE(message_of<std::out_of_range>([&] { d->read_head(1, Role::k, 2); }).find("k head 2 out of range"),
+  EXPECT_NE(message_of<std::out_of_range>([&] { d->read_head(1, Role::K, 2); }).find("k head 2 out of range"),
             std::string::npos);
-  EXPECT_NE(message_of<std::out_of_range>([&] { d->read(2, Role::k); }).find("layer 2 out of range"),
+  EXPECT_NE(message_of<std::out_of_range>([&] { d->read(2, Role::K); }).find("layer 2 out of range"),
             std::string::npos);
 }
 
@@ -127,7 +127,7 @@ TEST(Hdf5Dump, UncommittedWriterLeavesNoFile) {
   const DumpInfo in = tiny_info();
   {
     DumpWriter w(dir.file("d.h5"), in);
-    w.write(0, Role::q, pattern(in, 0, Role::q, false).view());
+    w.write(0, Role::Q, pattern(in, 0, Role::Q, false).view());
   }
   EXPECT_FALSE(std::filesystem::exists(dir.file("d.h5")));
   EXPECT_TRUE(std::filesystem::is_empty(std::filesystem::path(dir.file("d.h5")).parent_path()));
@@ -137,34 +137,34 @@ TEST(Hdf5Dump, CommitNamesTheMissingDataset) {
   TempDir dir;
   const DumpInfo in = tiny_info();
   DumpWriter w(dir.file("d.h5"), in);
-  for (Role r : {Role::q, Role::k, Role::v}) w.write(0, r, pattern(in, 0, r, false).view());
-  w.write(1, Role::q, pattern(in, 1, Role::q, false).view());
+  for (Role r : {Role::Q, Role::K, Role::V}) w.write(0, r, pattern(in, 0, r, false).view());
+  w.write(1, Role::Q, pattern(in, 1, Role::Q, false).view());
   EXPECT_NE(message_of<std::runtime_error>([&] { w.commit(); }).find("/layers/1/k was never written"),
             std::string::npos);
 }
 
 TEST(Hdf5Dump, WriterRejectsWrongShapeNanRepeatsAndFloat16Overflow) {
   TempDir dir;
-  DumpInfo in = tiny_info(CaptureDtype::f16);
+  DumpInfo in = tiny_info(CaptureDtype::F16);
   DumpWriter w(dir.file("d.h5"), in);
-  Tensor bad = pattern(in, 0, Role::k, false);
+  Tensor bad = pattern(in, 0, Role::K, false);
   bad.shape = {2, 36, 8};
   bad.data.resize(2 * 36 * 8);
   EXPECT_NE(
-      message_of<std::runtime_error>([&] { w.write(0, Role::k, bad.view()); }).find("expected (2, 37, 8)"),
+      message_of<std::runtime_error>([&] { w.write(0, Role::K, bad.view()); }).find("expected (2, 37, 8)"),
       std::string::npos);
-  Tensor nan = pattern(in, 0, Role::k, false);
+  Tensor nan = pattern(in, 0, Role::K, false);
   nan.data[5] = NAN;
-  EXPECT_NE(message_of<std::invalid_argument>([&] { w.write(0, Role::k, nan.view()); }).find("/layers/0/k"),
+  EXPECT_NE(message_of<std::invalid_argument>([&] { w.write(0, Role::K, nan.view()); }).find("/layers/0/k"),
             std::string::npos);
-  Tensor big = pattern(in, 0, Role::v, false);
+  Tensor big = pattern(in, 0, Role::V, false);
   big.data[3] = 70000.f;
   EXPECT_NE(
-      message_of<std::runtime_error>([&] { w.write(0, Role::v, big.view()); }).find("overflows float16"),
+      message_of<std::runtime_error>([&] { w.write(0, Role::V, big.view()); }).find("overflows float16"),
       std::string::npos);
-  w.write(0, Role::q, pattern(in, 0, Role::q, false).view());
+  w.write(0, Role::Q, pattern(in, 0, Role::Q, false).view());
   EXPECT_NE(message_of<std::runtime_error>([&] {
-              w.write(0, Role::q, pattern(in, 0, Role::q, false).view());
+              w.write(0, Role::Q, pattern(in, 0, Role::Q, false).view());
             }).find("written twice"),
             std::string::npos);
 }
@@ -268,7 +268,7 @@ TEST(Hdf5DumpBadInput, NanInTheFileIsReportedWithLayerAndRole) {
     H5Dclose(ds);
   });
   auto d = kvlab::open_dump(dir.file("d.h5"));
-  const std::string msg = message_of<std::invalid_argument>([&] { d->read(1, Role::k); });
+  const std::string msg = message_of<std::invalid_argument>([&] { d->read(1, Role::K); });
   EXPECT_NE(msg.find("/layers/1/k"), std::string::npos) << msg;
   EXPECT_NE(msg.find("100"), std::string::npos) << msg;
 }
@@ -298,7 +298,7 @@ TEST(Hdf5DumpBadInput, CorruptDataChunkIsAReadErrorNotGarbage) {
   try {
     auto d = kvlab::open_dump(dir.file("d.h5"));
     for (int64_t l = 0; l < 2; ++l)
-      for (Role r : {Role::q, Role::k, Role::v}) d->read(l, r);
+      for (Role r : {Role::Q, Role::K, Role::V}) d->read(l, r);
   } catch (const std::exception& e) {
     msg = e.what();
   }

@@ -35,15 +35,15 @@ float expected(Role role, int64_t layer, int64_t head, int64_t t, int64_t d) {
 void expect_values(const DumpReader& r) {
   const DumpInfo& in = r.info();
   for (int64_t l = 0; l < in.num_layers; ++l)
-    for (Role role : {Role::q, Role::k, Role::v, Role::k_pre_rope}) {
-      if (role == Role::k_pre_rope && !in.has_k_pre_rope) continue;
+    for (Role role : {Role::Q, Role::K, Role::V, Role::KPreRope}) {
+      if (role == Role::KPreRope && !in.has_k_pre_rope) continue;
       const Tensor x = r.read(l, role);
       ASSERT_EQ(x.shape, in.shape(role));
       int64_t i = 0, bad = 0;
       for (int64_t h = 0; h < in.heads(role); ++h)
         for (int64_t t = 0; t < in.tokens; ++t)
           for (int64_t d = 0; d < in.head_dim; ++d) bad += x.data[i++] != expected(role, l, h, t, d);
-      EXPECT_EQ(bad, 0) << "layer " << l << " " << role_name(role);
+      EXPECT_EQ(bad, 0) << "layer " << l << " " << to_string(role);
     }
 }
 
@@ -76,10 +76,10 @@ TEST(NumpyDump, StackedNpzWithEveryMetadataEntry) {
   const DumpInfo& in = r->info();
   expect_tiny_sizes(in);
   EXPECT_TRUE(in.has_k_pre_rope);
-  EXPECT_EQ(in.dtype, CaptureDtype::f32);
+  EXPECT_EQ(in.dtype, CaptureDtype::F32);
   EXPECT_EQ(in.token_ids, (std::vector<int32_t>{1, 22, 333, 4444, 5}));
   EXPECT_EQ(in.rope_theta, 500000.0);
-  EXPECT_EQ(in.rope_style, RopeStyle::halves);
+  EXPECT_EQ(in.rope_style, RopeStyle::Halves);
   EXPECT_EQ(in.model, "tiny-model");
   EXPECT_EQ(in.text, "Once upon a time");
   EXPECT_THAT(in.source, HasSubstr("stacked.npz"));
@@ -91,12 +91,12 @@ TEST(NumpyDump, SavezCompressedFloat16TakesTheDefaults) {
   const DumpInfo& in = r->info();
   expect_tiny_sizes(in);
   EXPECT_FALSE(in.has_k_pre_rope);
-  EXPECT_EQ(in.dtype, CaptureDtype::f16);
+  EXPECT_EQ(in.dtype, CaptureDtype::F16);
   EXPECT_EQ(in.model, "stacked_compressed");  // the file name
   EXPECT_EQ(in.rope_theta, 10000.0);
-  EXPECT_EQ(in.rope_style, RopeStyle::adjacent);
+  EXPECT_EQ(in.rope_style, RopeStyle::Adjacent);
   EXPECT_TRUE(in.token_ids.empty());
-  EXPECT_THROW(r->read(0, Role::k_pre_rope), std::runtime_error);
+  EXPECT_THROW(r->read(0, Role::KPreRope), std::runtime_error);
   expect_values(*r);
 }
 
@@ -110,7 +110,7 @@ TEST(NumpyDump, PerLayerNamesLikeTheHdf5Paths) {
 TEST(NumpyDump, PerLayerFlatNamesCompressed) {
   const auto r = open_dump(fixture("per_layer_flat.npz"));
   expect_tiny_sizes(r->info());
-  EXPECT_EQ(r->info().dtype, CaptureDtype::f16);
+  EXPECT_EQ(r->info().dtype, CaptureDtype::F16);
   expect_values(*r);
 }
 
@@ -151,22 +151,22 @@ TEST(NumpyDump, ReadHeadIsTheSliceOfRead) {
   for (const char* f : {"stacked.npz", "stacked_compressed.npz", "per_layer_flat.npz", "npy_dir_stacked"}) {
     SCOPED_TRACE(f);
     const auto r = open_dump(fixture(f));
-    const Tensor all = r->read(1, Role::q);
+    const Tensor all = r->read(1, Role::Q);
     const int64_t n = 5 * 4;
     for (int64_t h = 0; h < 4; ++h) {
-      const Tensor one = r->read_head(1, Role::q, h);
+      const Tensor one = r->read_head(1, Role::Q, h);
       EXPECT_EQ(one.shape, (std::vector<int64_t>{1, 5, 4}));
       EXPECT_EQ(one.data, std::vector<float>(all.data.begin() + h * n, all.data.begin() + (h + 1) * n));
     }
     const LayerKV lk = r->read_layer(0);
-    EXPECT_EQ(lk.v.data, r->read(0, Role::v).data);
+    EXPECT_EQ(lk.v.data, r->read(0, Role::V).data);
   }
 }
 
 TEST(NumpyDump, RangeChecksNameTheFile) {
   const auto r = open_dump(fixture("stacked.npz"));
-  EXPECT_THAT(message_of<std::out_of_range>([&] { r->read(2, Role::q); }), HasSubstr("stacked.npz"));
-  EXPECT_THROW(r->read_head(0, Role::k, 2), std::out_of_range);
+  EXPECT_THAT(message_of<std::out_of_range>([&] { r->read(2, Role::Q); }), HasSubstr("stacked.npz"));
+  EXPECT_THROW(r->read_head(0, Role::K, 2), std::out_of_range);
 }
 
 TEST(NumpyDump, ReadNpzReadsNumpysOwnFileAndRoundTripsOurs) {
@@ -281,8 +281,8 @@ TEST(NumpyDumpBad, TokenIdsOfTheWrongLength) {
 
 TEST(NumpyDumpBad, NanIsReportedWhenTheLayerIsRead) {
   const auto r = open_dump(fixture("bad_nan.npz"));  // opening reads headers only
-  EXPECT_NO_THROW(r->read(0, Role::v));
-  const std::string msg = message_of<std::runtime_error>([&] { r->read(1, Role::v); });
+  EXPECT_NO_THROW(r->read(0, Role::V));
+  const std::string msg = message_of<std::runtime_error>([&] { r->read(1, Role::V); });
   EXPECT_THAT(msg, HasSubstr("bad_nan.npz' member 'v' (layer 1, v)"));
   EXPECT_THAT(msg, HasSubstr("flat index 14"));
 }
@@ -307,7 +307,7 @@ TEST(NumpyDumpBad, CorruptStoredMemberFailsItsCrc) {
   b[npy + 10 + hlen + 7] ^= 0x40;  // a data byte
   write_bytes(dir.file("flip.npz"), b);
   const auto r = open_dump(dir.file("flip.npz"));
-  const std::string msg = message_of<std::runtime_error>([&] { r->read(1, Role::v); });
+  const std::string msg = message_of<std::runtime_error>([&] { r->read(1, Role::V); });
   EXPECT_THAT(msg, HasSubstr("flip.npz' member 'layers/1/v.npy'"));
   EXPECT_THAT(msg, HasSubstr("CRC-32"));
 }
@@ -321,7 +321,7 @@ TEST(NumpyDumpBad, CorruptDeflateData) {
   write_bytes(dir.file("bad.npz"), b);
   const std::string msg = message_of<std::runtime_error>([&] {
     const auto r = open_dump(dir.file("bad.npz"));
-    r->read(1, Role::v);
+    r->read(1, Role::V);
   });
   EXPECT_THAT(msg, HasSubstr("bad.npz' member 'v.npy'"));
   EXPECT_THAT(msg, HasSubstr("deflate"));

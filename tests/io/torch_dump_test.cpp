@@ -57,17 +57,17 @@ float expected(Role role, int64_t layer, int64_t head, int64_t t, int64_t d, boo
 
 void expect_values(const DumpReader& r) {
   const DumpInfo& in = r.info();
-  const bool bf16 = in.dtype == CaptureDtype::bf16;
+  const bool bf16 = in.dtype == CaptureDtype::BF16;
   for (int64_t l = 0; l < in.num_layers; ++l)
-    for (Role role : {Role::q, Role::k, Role::v, Role::k_pre_rope}) {
-      if (role == Role::k_pre_rope && !in.has_k_pre_rope) continue;
+    for (Role role : {Role::Q, Role::K, Role::V, Role::KPreRope}) {
+      if (role == Role::KPreRope && !in.has_k_pre_rope) continue;
       const Tensor x = r.read(l, role);
       ASSERT_EQ(x.shape, in.shape(role));
       int64_t i = 0, bad = 0;
       for (int64_t h = 0; h < in.heads(role); ++h)
         for (int64_t t = 0; t < in.tokens; ++t)
           for (int64_t d = 0; d < in.head_dim; ++d) bad += x.data[i++] != expected(role, l, h, t, d, bf16);
-      EXPECT_EQ(bad, 0) << "layer " << l << " " << role_name(role);
+      EXPECT_EQ(bad, 0) << "layer " << l << " " << to_string(role);
     }
 }
 
@@ -98,10 +98,10 @@ TEST_F(TorchDump, DictOfStackedTensorsWithMetadata) {
   const DumpInfo& in = r->info();
   expect_tiny_sizes(in);
   EXPECT_TRUE(in.has_k_pre_rope);
-  EXPECT_EQ(in.dtype, CaptureDtype::f32);
+  EXPECT_EQ(in.dtype, CaptureDtype::F32);
   EXPECT_EQ(in.token_ids, (std::vector<int32_t>{1, 22, 333, 4444, 5}));  // a Python list
   EXPECT_EQ(in.rope_theta, 500000.0);
-  EXPECT_EQ(in.rope_style, RopeStyle::halves);
+  EXPECT_EQ(in.rope_style, RopeStyle::Halves);
   EXPECT_EQ(in.model, "tiny-model");
   EXPECT_EQ(in.text, "Once upon a time");
   EXPECT_THAT(in.source, HasSubstr("torch.save"));
@@ -111,7 +111,7 @@ TEST_F(TorchDump, DictOfStackedTensorsWithMetadata) {
 TEST_F(TorchDump, PerLayerKeysFloat16WithANonContiguousTensor) {
   const auto r = open_dump(fixture("per_layer.pt"));
   expect_tiny_sizes(r->info());
-  EXPECT_EQ(r->info().dtype, CaptureDtype::f16);
+  EXPECT_EQ(r->info().dtype, CaptureDtype::F16);
   EXPECT_EQ(r->info().token_ids, (std::vector<int32_t>{7, 8, 9, 10, 11}));  // an int32 tensor
   EXPECT_EQ(r->info().model, "per_layer");
   EXPECT_EQ(r->info().rope_theta, 10000.0);
@@ -121,11 +121,11 @@ TEST_F(TorchDump, PerLayerKeysFloat16WithANonContiguousTensor) {
 TEST_F(TorchDump, ListOfTriplesBfloat16ViewsOfOneStorage) {
   const auto r = open_dump(fixture("triples.pt"));
   expect_tiny_sizes(r->info());
-  EXPECT_EQ(r->info().dtype, CaptureDtype::bf16);
+  EXPECT_EQ(r->info().dtype, CaptureDtype::BF16);
   EXPECT_FALSE(r->info().has_k_pre_rope);
   expect_values(*r);
-  const Tensor all = r->read(1, Role::k);
-  const Tensor one = r->read_head(1, Role::k, 1);
+  const Tensor all = r->read(1, Role::K);
+  const Tensor one = r->read_head(1, Role::K, 1);
   EXPECT_EQ(one.data, std::vector<float>(all.data.begin() + 20, all.data.end()));
 }
 

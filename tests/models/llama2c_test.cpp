@@ -218,9 +218,9 @@ TEST(Llama2c, DumpRoundTrip) {
   EXPECT_EQ(in.num_kv_heads, 4);
   EXPECT_EQ(in.head_dim, 8);
   EXPECT_EQ(in.tokens, (int64_t)g.tokens.size());
-  EXPECT_EQ(in.rope_style, RopeStyle::adjacent);
+  EXPECT_EQ(in.rope_style, RopeStyle::Adjacent);
   EXPECT_EQ(in.rope_theta, 10000.0);
-  EXPECT_EQ(in.dtype, CaptureDtype::f32);
+  EXPECT_EQ(in.dtype, CaptureDtype::F32);
   EXPECT_TRUE(in.k_after_rope);
   EXPECT_TRUE(in.has_k_pre_rope);
   EXPECT_EQ(in.token_ids, g.tokens);

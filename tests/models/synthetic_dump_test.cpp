@@ -1,7 +1,6 @@
 // The synthetic dump generator: determinism, shapes, the statistics it promises (key outlier
 // channels, RoPE, values without outliers, attention sinks, non-uniform attention) and errors.
 #include <gtest/gtest.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -13,13 +12,16 @@
 #include "../../models/src/synthetic_rng.h"
 #include "kvlab/half.h"
 #include "kvlab/synthetic_dump.h"
+#include "kvlab/threads.h"
 
 namespace kvlab {
 namespace {
 
 SyntheticDumpParams tiny(uint64_t seed = 0, int64_t tokens = 256) {
   SyntheticDumpParams p = synthetic_preset("tiny");
-  p.seed = seed, p.tokens = tokens, p.k_pre_rope = true;
+  p.seed = seed;
+  p.tokens = tokens;
+  p.k_pre_rope = true;
   return p;
 }
 
@@ -27,7 +29,7 @@ bool same_bytes(const Tensor& a, const Tensor& b) {
   return a.shape == b.shape && std::memcmp(a.data.data(), b.data.data(), a.data.size() * sizeof(float)) == 0;
 }
 
-const Role kRoles[] = {Role::q, Role::k, Role::v, Role::k_pre_rope};
+const Role kRoles[] = {Role::Q, Role::K, Role::V, Role::KPreRope};
 
 // Mean |x| per channel of head h over tokens [t0, t1) of a (H, T, D) tensor.
 std::vector<double> mean_abs(const Tensor& x, int64_t h, int64_t t0, int64_t t1) {
@@ -55,10 +57,10 @@ std::vector<int64_t> top_channels(const std::vector<double>& m, size_t n) {
 TEST(SyntheticDump, SameSeedSameBytesOtherSeedOtherBytes) {
   const SyntheticDump a(tiny(7)), b(tiny(7)), c(tiny(8));
   for (Role r : kRoles) {
-    EXPECT_TRUE(same_bytes(a.read(1, r), b.read(1, r))) << role_name(r);
-    EXPECT_FALSE(same_bytes(a.read(1, r), c.read(1, r))) << role_name(r);
+    EXPECT_TRUE(same_bytes(a.read(1, r), b.read(1, r))) << to_string(r);
+    EXPECT_FALSE(same_bytes(a.read(1, r), c.read(1, r))) << to_string(r);
   }
-  EXPECT_FALSE(same_bytes(a.read(0, Role::k), a.read(1, Role::k)));  // layers differ
+  EXPECT_FALSE(same_bytes(a.read(0, Role::K), a.read(1, Role::K)));  // layers differ
 }
 
 TEST(SyntheticDump, ReadHeadIsTheSliceOfRead) {
@@ -70,7 +72,7 @@ TEST(SyntheticDump, ReadHeadIsTheSliceOfRead) {
       const Tensor one = d.read_head(1, r, h);
       ASSERT_EQ(one.shape, (std::vector<int64_t>{1, d.info().tokens, d.info().head_dim}));
       EXPECT_EQ(0, std::memcmp(one.data.data(), all.data.data() + h * n, n * sizeof(float)))
-          << role_name(r) << " head " << h;
+          << to_string(r) << " head " << h;
     }
   }
 }
@@ -82,26 +84,26 @@ TEST(SyntheticDump, Fp16OutputIsTheRoundedFp32Output) {
     std::vector<uint16_t> h(x.data.size());
     d.generate_f16(0, r, 0, d.info().heads(r), h.data());
     for (size_t i = 0; i < h.size(); ++i)
-      ASSERT_EQ(h[i], float_to_half(x.data[i])) << role_name(r) << " " << i;
+      ASSERT_EQ(h[i], float_to_half(x.data[i])) << to_string(r) << " " << i;
   }
 }
 
 TEST(SyntheticDump, ThreadCountDoesNotChangeBytes) {
   SyntheticDumpParams p = tiny(5, 1000);  // many blocks, a partial last one
-  p.q_heads = 8, p.kv_heads = 4;
+  p.q_heads = 8;
+  p.kv_heads = 4;
   const SyntheticDump d(p);
-  const int saved = omp_get_max_threads();
+  auto read_with = [&](int threads, Role r) {
+    const kvlab::ScopedThreads scope(threads);
+    return d.read(1, r);
+  };
   for (Role r : kRoles) {
-    omp_set_num_threads(1);
-    const Tensor one = d.read(1, r);
-    omp_set_num_threads(2);
-    const Tensor two = d.read(1, r);
-    omp_set_num_threads(3);
-    const Tensor three = d.read(1, r);
-    EXPECT_TRUE(same_bytes(one, two)) << role_name(r);
-    EXPECT_TRUE(same_bytes(one, three)) << role_name(r);
+    const Tensor one = read_with(1, r);
+    const Tensor two = read_with(2, r);
+    const Tensor three = read_with(3, r);
+    EXPECT_TRUE(same_bytes(one, two)) << to_string(r);
+    EXPECT_TRUE(same_bytes(one, three)) << to_string(r);
   }
-  omp_set_num_threads(saved);
 }
 
 TEST(SyntheticDump, ShorterDumpIsAPrefixOfLongerOne) {
@@ -112,7 +114,7 @@ TEST(SyntheticDump, ShorterDumpIsAPrefixOfLongerOne) {
     for (int64_t h = 0; h < a.shape[0]; ++h)
       EXPECT_EQ(
           0, std::memcmp(a.data.data() + h * 100 * D, b.data.data() + h * 256 * D, 100 * D * sizeof(float)))
-          << role_name(r) << " head " << h;
+          << to_string(r) << " head " << h;
   }
 }
 
@@ -125,8 +127,8 @@ TEST(SyntheticDump, PresetsAndShapes) {
   EXPECT_EQ(i.head_dim, 128);
   EXPECT_EQ(i.tokens, 4096);
   EXPECT_EQ(i.rope_theta, 500000.0);
-  EXPECT_EQ(i.rope_style, RopeStyle::adjacent);
-  EXPECT_EQ(i.dtype, CaptureDtype::f16);
+  EXPECT_EQ(i.rope_style, RopeStyle::Adjacent);
+  EXPECT_EQ(i.dtype, CaptureDtype::F16);
   EXPECT_TRUE(i.k_after_rope);
   EXPECT_FALSE(i.has_k_pre_rope);
   EXPECT_EQ(i.model, "synthetic:llama3-8b");
@@ -140,11 +142,11 @@ TEST(SyntheticDump, PresetsAndShapes) {
   // One llama3-8b-shaped head at a long context without touching the others.
   SyntheticDumpParams p = synthetic_preset("llama3-8b");
   p.tokens = 20000;
-  const Tensor h = SyntheticDump(p).read_head(31, Role::q, 31);
+  const Tensor h = SyntheticDump(p).read_head(31, Role::Q, 31);
   EXPECT_EQ(h.shape, (std::vector<int64_t>{1, 20000, 128}));
   const SyntheticDump t(tiny());
-  EXPECT_EQ(t.read(1, Role::q).shape, (std::vector<int64_t>{4, 256, 16}));
-  EXPECT_EQ(t.read(1, Role::v).shape, (std::vector<int64_t>{2, 256, 16}));
+  EXPECT_EQ(t.read(1, Role::Q).shape, (std::vector<int64_t>{4, 256, 16}));
+  EXPECT_EQ(t.read(1, Role::V).shape, (std::vector<int64_t>{2, 256, 16}));
   const LayerKV kv = t.read_layer(0);
   EXPECT_EQ(kv.k_pre_rope.shape, (std::vector<int64_t>{2, 256, 16}));
 }
@@ -155,7 +157,7 @@ TEST(SyntheticDump, ValuesAreFiniteAndFp16Representable) {
     for (Role r : kRoles)
       for (float x : d.read(l, r).data) {
         ASSERT_TRUE(std::isfinite(x));
-        ASSERT_EQ(x, round_to_half(x)) << role_name(r);
+        ASSERT_EQ(x, round_to_half(x)) << to_string(r);
       }
 }
 
@@ -165,7 +167,7 @@ TEST(SyntheticDump, ValuesAreFiniteAndFp16Representable) {
 void check_outliers(const SyntheticDump& d, int64_t layers) {
   const int64_t T = d.info().tokens, D = d.info().head_dim, stretches = 4;
   for (int64_t l = 0; l < layers; ++l) {
-    const Tensor k = d.read(l, Role::k), pre = d.read(l, Role::k_pre_rope);
+    const Tensor k = d.read(l, Role::K), pre = d.read(l, Role::KPreRope);
     for (int64_t g = 0; g < d.info().num_kv_heads; ++g) {
       const std::vector<int64_t> out = d.outlier_channels(l, g);
       ASSERT_FALSE(out.empty());
@@ -195,16 +197,18 @@ void check_outliers(const SyntheticDump& d, int64_t layers) {
 TEST(SyntheticDump, OutlierKeyChannelsAreLargestAndStable) {
   for (uint64_t seed : {0, 1, 2}) check_outliers(SyntheticDump(tiny(seed)), 2);
   SyntheticDumpParams p = synthetic_preset("llama3-8b");
-  p.tokens = 1024, p.k_pre_rope = true;
+  p.tokens = 1024;
+  p.k_pre_rope = true;
   check_outliers(SyntheticDump(p), 2);
 }
 
 TEST(SyntheticDump, ValuesHaveNoOutlierChannels) {
   SyntheticDumpParams p = synthetic_preset("llama3-8b");
-  p.tokens = 512, p.layers = 2;
+  p.tokens = 512;
+  p.layers = 2;
   const SyntheticDump d(p);
   for (int64_t l = 0; l < 2; ++l) {
-    const Tensor v = d.read(l, Role::v), k = d.read(l, Role::k);
+    const Tensor v = d.read(l, Role::V), k = d.read(l, Role::K);
     for (int64_t g = 0; g < p.kv_heads; ++g) {
       const std::vector<double> mv = mean_abs(v, g, 0, p.tokens), mk = mean_abs(k, g, 0, p.tokens);
       EXPECT_LT(*std::max_element(mv.begin(), mv.end()), 2.0 * median(mv)) << "layer " << l << " head " << g;
@@ -220,30 +224,30 @@ void check_rope(RopeStyle style) {
   const SyntheticDump d(p);
   const int64_t T = p.tokens, D = p.head_dim;
   for (int64_t l = 0; l < p.layers; ++l) {
-    const Tensor k = d.read(l, Role::k), pre = d.read(l, Role::k_pre_rope);
+    const Tensor k = d.read(l, Role::K), pre = d.read(l, Role::KPreRope);
     for (int64_t g = 0; g < p.kv_heads; ++g)
       for (int64_t t = 0; t < T; ++t)
         for (int64_t j = 0; j < D / 2; ++j) {
-          const int64_t a = style == RopeStyle::halves ? j : 2 * j,
-                        b = style == RopeStyle::halves ? j + D / 2 : 2 * j + 1;
+          const int64_t a = style == RopeStyle::Halves ? j : 2 * j,
+                        b = style == RopeStyle::Halves ? j + D / 2 : 2 * j + 1;
           const double w = std::pow(p.rope_theta, -(double)(2 * j) / (double)D);
           const float c = (float)std::cos((double)t * w), s = (float)std::sin((double)t * w);
           const float* x = pre.data.data() + (g * T + t) * D;
           const float* y = k.data.data() + (g * T + t) * D;
           const float ca = c * x[a], sb = s * x[b], sa = s * x[a], cb = c * x[b];
-          ASSERT_EQ(y[a], round_to_half(ca - sb)) << rope_style_name(style) << " t " << t << " pair " << j;
-          ASSERT_EQ(y[b], round_to_half(sa + cb)) << rope_style_name(style) << " t " << t << " pair " << j;
+          ASSERT_EQ(y[a], round_to_half(ca - sb)) << to_string(style) << " t " << t << " pair " << j;
+          ASSERT_EQ(y[b], round_to_half(sa + cb)) << to_string(style) << " t " << t << " pair " << j;
         }
   }
 }
 
 TEST(SyntheticDump, KeysAreRopeOfPreRopeKeys) {
-  check_rope(RopeStyle::adjacent);
-  check_rope(RopeStyle::halves);
+  check_rope(RopeStyle::Adjacent);
+  check_rope(RopeStyle::Halves);
   SyntheticDumpParams p = tiny(12);
-  p.rope_style = RopeStyle::none;
+  p.rope_style = RopeStyle::None;
   const SyntheticDump d(p);
-  EXPECT_TRUE(same_bytes(d.read(0, Role::k), d.read(0, Role::k_pre_rope)));
+  EXPECT_TRUE(same_bytes(d.read(0, Role::K), d.read(0, Role::KPreRope)));
 }
 
 // Causal softmax(q.k / sqrt(D)) for queries t in [T/2, T): the mean weight on token 0, the mean
@@ -258,7 +262,7 @@ AttentionStats attention(const SyntheticDump& d) {
   AttentionStats st;
   int64_t n = 0;
   for (int64_t l = 0; l < in.num_layers; ++l) {
-    const Tensor q = d.read(l, Role::q), k = d.read(l, Role::k);
+    const Tensor q = d.read(l, Role::Q), k = d.read(l, Role::K);
     for (int64_t h = 0; h < in.num_q_heads; ++h)
       for (int64_t t = T / 2; t < T; t += 4) {
         std::vector<double> s(t + 1);
@@ -273,12 +277,17 @@ AttentionStats attention(const SyntheticDump& d) {
         for (double& x : s) z += (x = std::exp(x - mx));
         for (double x : s)
           if (x > 0) e -= x / z * std::log(x / z);
-        st.sink += s[0] / z, st.uniform += 1.0 / (t + 1), st.entropy += e,
-            st.max_entropy += std::log(t + 1.0);
+        st.sink += s[0] / z;
+        st.uniform += 1.0 / (t + 1);
+        st.entropy += e;
+        st.max_entropy += std::log(t + 1.0);
         ++n;
       }
   }
-  st.sink /= n, st.uniform /= n, st.entropy /= n, st.max_entropy /= n;
+  st.sink /= n;
+  st.uniform /= n;
+  st.entropy /= n;
+  st.max_entropy /= n;
   return st;
 }
 
@@ -307,31 +316,40 @@ TEST(SyntheticDump, BadParametersAreNamed) {
   SyntheticDumpParams p = tiny();
   p.tokens = 0;
   fails(p, "tokens must be positive");
-  p = tiny(), p.q_heads = 6, p.kv_heads = 4;
+  p = tiny();
+  p.q_heads = 6;
+  p.kv_heads = 4;
   fails(p, "not a multiple of num_kv_heads");
-  p = tiny(), p.head_dim = 15;
+  p = tiny();
+  p.head_dim = 15;
   fails(p, "even head_dim");
-  p = tiny(), p.layers = -1;
+  p = tiny();
+  p.layers = -1;
   fails(p, "num_layers");
-  p = tiny(), p.sink_tokens = -2;
+  p = tiny();
+  p.sink_tokens = -2;
   fails(p, "sink_tokens");
-  p = tiny(), p.rope_theta = 0;
+  p = tiny();
+  p.rope_theta = 0;
   fails(p, "rope_theta");
-  p = tiny(), p.head_dim = 15, p.rope_style = RopeStyle::none;  // odd is fine without RoPE
-  EXPECT_EQ(SyntheticDump(p).read(0, Role::v).shape, (std::vector<int64_t>{2, 256, 15}));
+  p = tiny();
+  p.head_dim = 15;
+  p.rope_style = RopeStyle::None;  // odd is fine without RoPE
+  EXPECT_EQ(SyntheticDump(p).read(0, Role::V).shape, (std::vector<int64_t>{2, 256, 15}));
   try {
     synthetic_preset("llama9");
     ADD_FAILURE();
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("llama3-8b"), std::string::npos) << e.what();
   }
-  p = tiny(), p.k_pre_rope = false;
+  p = tiny();
+  p.k_pre_rope = false;
   const SyntheticDump d(p);
-  EXPECT_THROW(d.read(0, Role::k_pre_rope), std::runtime_error);
-  EXPECT_THROW(d.read(2, Role::q), std::out_of_range);
-  EXPECT_THROW(d.read_head(0, Role::k, 2), std::out_of_range);
+  EXPECT_THROW(d.read(0, Role::KPreRope), std::runtime_error);
+  EXPECT_THROW(d.read(2, Role::Q), std::out_of_range);
+  EXPECT_THROW(d.read_head(0, Role::K, 2), std::out_of_range);
   std::vector<float> buf(1);
-  EXPECT_THROW(d.generate(0, Role::q, 2, 2, buf.data()), std::invalid_argument);
+  EXPECT_THROW(d.generate(0, Role::Q, 2, 2, buf.data()), std::invalid_argument);
 }
 
 // Written through DumpWriter and read back through open_dump: the same bytes and metadata.
@@ -349,12 +367,12 @@ TEST(SyntheticDump, RoundTripsThroughTheDumpFormat) {
   }
   const auto back = open_dump(path);
   EXPECT_EQ(back->info().model, "synthetic:tiny");
-  EXPECT_EQ(back->info().dtype, CaptureDtype::f16);
+  EXPECT_EQ(back->info().dtype, CaptureDtype::F16);
   EXPECT_EQ(back->info().source, gen.info().source);
   EXPECT_TRUE(back->info().has_k_pre_rope);
   for (int64_t l = 0; l < gen.info().num_layers; ++l)
     for (Role r : kRoles)
-      EXPECT_TRUE(same_bytes(back->read(l, r), gen.read(l, r))) << l << " " << role_name(r);
+      EXPECT_TRUE(same_bytes(back->read(l, r), gen.read(l, r))) << l << " " << to_string(r);
   std::remove(path.c_str());
 }
 
@@ -364,8 +382,16 @@ TEST(SyntheticRng, GaussianMomentsAndHelpers) {
   std::vector<float> z(n);
   synth::fill_gauss(synth::stream_key(1, 2, 3), z.data(), n);
   double m1 = 0, m2 = 0, m4 = 0, tail = 0;
-  for (float x : z) m1 += x, m2 += (double)x * x, m4 += (double)x * x * x * x, tail += std::fabs(x) > 2;
-  m1 /= n, m2 /= n, m4 /= n, tail /= n;
+  for (float x : z) {
+    m1 += x;
+    m2 += (double)x * x;
+    m4 += (double)x * x * x * x;
+    tail += std::fabs(x) > 2;
+  }
+  m1 /= n;
+  m2 /= n;
+  m4 /= n;
+  tail /= n;
   EXPECT_NEAR(m1, 0.0, 0.003);
   EXPECT_NEAR(m2, 1.0, 0.005);
   EXPECT_NEAR(m4, 3.0, 0.05);

@@ -18,7 +18,9 @@ int count(const std::string& s, const std::string& what) {
 TEST(SvgPlot, HeatmapHasACellPerValueAndItsLabels) {
   Heatmap h;
   h.title = "T & <x>";
-  h.x_label = "channel", h.y_label = "layer, head", h.value_label = "MSE";
+  h.x_label = "channel";
+  h.y_label = "layer, head";
+  h.value_label = "MSE";
   h.row_labels = {"L0 H0", "L0 H1"};
   h.cols = 3;
   h.values = {1e-6, 1e-4, 0.0, 2e-5, 3e-5, 1e-3};  // a zero takes the lowest colour
@@ -36,7 +38,9 @@ TEST(SvgPlot, HeatmapHasACellPerValueAndItsLabels) {
 
 TEST(SvgPlot, LineChartDrawsSeriesBarsAndDecadeTicks) {
   LineChart c;
-  c.title = "sweep", c.x_label = "rate", c.y_label = "MSE";
+  c.title = "sweep";
+  c.x_label = "rate";
+  c.y_label = "MSE";
   c.x_ticks = {"0", "0.5", "1"};
   c.series = {{"magnitude", {1e-3, 1e-4, 1e-5}, {}, {}},
               {"random", {1e-3, 5e-4, 1e-5}, {1e-3, 4e-4, 1e-5}, {1e-3, 6e-4, 1e-5}}};

@@ -66,9 +66,11 @@ TEST(KMeansBadInput, BadWeights) {
 
 TEST(KMeansBadInput, BadIterationsAndRestarts) {
   kvlab::KMeansParams p;
-  p.k = 2, p.iters = -1;
+  p.k = 2;
+  p.iters = -1;
   expect_error([&] { kvlab::kmeans(x.data(), 4, 2, p); }, "iters");
-  p.iters = 1, p.restarts = 0;
+  p.iters = 1;
+  p.restarts = 0;
   expect_error([&] { kvlab::kmeans(x.data(), 4, 2, p); }, "restarts");
 }
 
@@ -86,7 +88,9 @@ TEST(KMeansBadInput, DuplicatePointsStillGiveKCentroids) {
   const std::vector<float> same(20, 1.0f);
   for (auto init : {kvlab::KMeansInit::Random, kvlab::KMeansInit::KMeansPP, kvlab::KMeansInit::Farthest}) {
     kvlab::KMeansParams p;
-    p.k = 4, p.iters = 3, p.init = init;
+    p.k = 4;
+    p.iters = 3;
+    p.init = init;
     const auto r = kvlab::kmeans(same.data(), 20, 1, p);
     EXPECT_EQ(r.centroids.size(), 4u);
     EXPECT_LT(r.objective, 1e-9);  // splits nudge copies by 1/1024 of the value

@@ -29,7 +29,9 @@ TEST(KMeans, TwoObviousClustersOneDim) {
   const std::vector<float> x = {0, 10, 1, 11};
   for (KMeansInit init : {KMeansInit::Random, KMeansInit::KMeansPP, KMeansInit::Farthest}) {
     KMeansParams p;
-    p.k = 2, p.iters = 5, p.init = init;
+    p.k = 2;
+    p.iters = 5;
+    p.init = init;
     const auto r = kvlab::kmeans(x.data(), 4, 1, p);
     std::set<float> c(r.centroids.begin(), r.centroids.end());
     EXPECT_EQ(c, (std::set<float>{0.5f, 10.5f})) << to_string(init);
@@ -45,7 +47,8 @@ TEST(KMeans, HotStartOneIterationIsTheMeanOfEachCell) {
   const std::vector<float> x = {0, 0, 1, 0, 0, 2, 5, 5, 7, 5};
   const std::vector<float> c0 = {0, 0, 5, 5};
   KMeansParams p;
-  p.k = 2, p.iters = 1;
+  p.k = 2;
+  p.iters = 1;
   const auto r = kvlab::kmeans(x.data(), 5, 2, p, nullptr, c0.data());
   EXPECT_FLOAT_EQ(r.centroids[0], 1.0f / 3);
   EXPECT_FLOAT_EQ(r.centroids[1], 2.0f / 3);
@@ -62,7 +65,8 @@ TEST(KMeans, ZeroIterationsReturnsTheStart) {
   const auto x = blobs(200, 3, 4, 1);
   std::vector<float> c0(x.begin(), x.begin() + 4 * 3);
   KMeansParams p;
-  p.k = 4, p.iters = 0;
+  p.k = 4;
+  p.iters = 0;
   const auto r = kvlab::kmeans(x.data(), 200, 3, p, nullptr, c0.data());
   EXPECT_EQ(r.centroids, c0);
 }
@@ -72,7 +76,8 @@ TEST(KMeans, WeightsPullTheCentroid) {
   const std::vector<float> x = {0, 4};
   const std::vector<float> w = {1, 3};
   KMeansParams p;
-  p.k = 1, p.iters = 2;
+  p.k = 1;
+  p.iters = 2;
   const auto r = kvlab::kmeans(x.data(), 2, 1, p, w.data());
   EXPECT_FLOAT_EQ(r.centroids[0], 3.0f);
   EXPECT_DOUBLE_EQ(r.objective, 1 * 9.0 + 3 * 1.0);
@@ -89,7 +94,8 @@ TEST(KMeans, IntegerWeightsEqualRepeatedPoints) {
   }
   std::vector<float> c0(x.begin(), x.begin() + 5 * 2);
   KMeansParams p;
-  p.k = 5, p.iters = 10;
+  p.k = 5;
+  p.iters = 10;
   const auto a = kvlab::kmeans(x.data(), 300, 2, p, w.data(), c0.data());
   const auto b = kvlab::kmeans(xr.data(), xr.size() / 2, 2, p, nullptr, c0.data());
   for (size_t i = 0; i < a.centroids.size(); ++i) EXPECT_NEAR(a.centroids[i], b.centroids[i], 1e-5);
@@ -102,7 +108,8 @@ TEST(KMeans, EmptyClusterIsSplitFromTheLargest) {
   const std::vector<float> x = {0, 0.1f, 0.2f, 0.3f, 10, 10.1f};
   const std::vector<float> c0 = {0.1f, 10.0f, 1000.0f};
   KMeansParams p;
-  p.k = 3, p.iters = 3;
+  p.k = 3;
+  p.iters = 3;
   const auto r = kvlab::kmeans(x.data(), 6, 1, p, nullptr, c0.data());
   EXPECT_EQ(r.iterations[0].splits, 1);
   std::set<int32_t> used(r.assign.begin(), r.assign.end());
@@ -115,7 +122,9 @@ TEST(KMeans, FaissSplitRuleAlsoFillsEmptyClusters) {
   const std::vector<float> x = {0, 0.1f, 0.2f, 0.3f, 10, 10.1f};
   const std::vector<float> c0 = {0.1f, 10.0f, 1000.0f};
   KMeansParams p;
-  p.k = 3, p.iters = 3, p.split = kvlab::KMeansSplit::Faiss;
+  p.k = 3;
+  p.iters = 3;
+  p.split = kvlab::KMeansSplit::Faiss;
   const auto r = kvlab::kmeans(x.data(), 6, 1, p, nullptr, c0.data());
   EXPECT_EQ(r.iterations[0].splits, 1);
   EXPECT_EQ(std::set<int32_t>(r.assign.begin(), r.assign.end()).size(), 3u);
@@ -126,7 +135,10 @@ TEST(KMeans, SameResultForAnyThreadCount) {
   const auto x = blobs(n, d, 40, 5);
   for (KMeansInit init : {KMeansInit::Random, KMeansInit::KMeansPP, KMeansInit::Farthest}) {
     KMeansParams p;
-    p.k = 64, p.iters = 6, p.init = init, p.restarts = 2;
+    p.k = 64;
+    p.iters = 6;
+    p.init = init;
+    p.restarts = 2;
     p.threads = 1;
     const auto a = kvlab::kmeans(x.data(), n, d, p);
     p.threads = 2;
@@ -143,7 +155,9 @@ TEST(KMeans, SameResultForAnyThreadCount) {
 TEST(KMeans, RestartsKeepTheBest) {
   const auto x = blobs(2000, 2, 12, 9);
   KMeansParams p;
-  p.k = 12, p.iters = 4, p.restarts = 4;
+  p.k = 12;
+  p.iters = 4;
+  p.restarts = 4;
   const auto r = kvlab::kmeans(x.data(), 2000, 2, p);
   ASSERT_EQ(r.restart_objectives.size(), 4u);
   for (double o : r.restart_objectives) EXPECT_LE(r.objective, o);
@@ -153,7 +167,9 @@ TEST(KMeans, RestartsKeepTheBest) {
 TEST(KMeans, ObjectiveNeverRisesAndSeedsDiffer) {
   const auto x = blobs(5000, 8, 30, 11);
   KMeansParams p;
-  p.k = 30, p.iters = 10, p.init = KMeansInit::Random;
+  p.k = 30;
+  p.iters = 10;
+  p.init = KMeansInit::Random;
   const auto r = kvlab::kmeans(x.data(), 5000, 8, p);
   for (size_t i = 1; i < r.iterations.size(); ++i)
     EXPECT_LE(r.iterations[i].objective, r.iterations[i - 1].objective * (1 + 1e-6));
@@ -166,7 +182,8 @@ TEST(KMeans, AssignmentIsTheTrueNearestCentroid) {
   const int64_t n = 999, d = 5, k = 37;
   const auto x = blobs(n, d, 10, 13);
   KMeansParams p;
-  p.k = k, p.iters = 3;
+  p.k = k;
+  p.iters = 3;
   const auto r = kvlab::kmeans(x.data(), n, d, p);
   for (int64_t i = 0; i < n; ++i) {
     double best = 1e300;
@@ -185,7 +202,8 @@ TEST(KMeans, AssignmentIsTheTrueNearestCentroid) {
 TEST(KMeans, SubsamplingIsOptIn) {
   const auto x = blobs(4000, 2, 8, 17);
   KMeansParams p;
-  p.k = 8, p.iters = 3;
+  p.k = 8;
+  p.iters = 3;
   EXPECT_EQ(kvlab::kmeans(x.data(), 4000, 2, p).trained_points, 4000);
   p.max_points_per_centroid = 100;
   const auto r = kvlab::kmeans(x.data(), 4000, 2, p);
@@ -197,7 +215,9 @@ TEST(KMeans, BatchEqualsOneByOne) {
   std::vector<std::vector<float>> xs;
   for (int g = 0; g < 5; ++g) xs.push_back(blobs(1000 + 100 * g, 4, 6, 20 + g));
   KMeansParams p;
-  p.k = 16, p.iters = 5, p.init = KMeansInit::KMeansPP;
+  p.k = 16;
+  p.iters = 5;
+  p.init = KMeansInit::KMeansPP;
   std::vector<kvlab::KMeansProblem> probs;
   for (auto& x : xs) probs.push_back({x.data(), (int64_t)x.size() / 4, 4, nullptr, nullptr});
   const auto batch = kvlab::kmeans_batch(probs, p);
@@ -214,7 +234,9 @@ TEST(KMeans, KMeansPlusPlusBeatsRandomOnWellSeparatedBlobs) {
   double pp = 0, rnd = 0;
   for (uint64_t s = 0; s < 5; ++s) {
     KMeansParams p;
-    p.k = 60, p.iters = 10, p.seed = s;
+    p.k = 60;
+    p.iters = 10;
+    p.seed = s;
     p.init = KMeansInit::KMeansPP;
     pp += kvlab::kmeans(x.data(), 6000, 2, p).objective;
     p.init = KMeansInit::Random;

@@ -14,9 +14,16 @@ using kvlab::CodebookFile;
 
 CodebookFile small() {
   CodebookFile f;
-  f.spec = "CQ-2c2b", f.vec = 2, f.bits = 2, f.stages = 1;
-  f.first_layer = 1, f.num_layers = 2, f.num_kv_heads = 3, f.head_dim = 4, f.tokens = 99;
-  f.model = std::string("model"),
+  f.spec = "CQ-2c2b";
+  f.vec = 2;
+  f.bits = 2;
+  f.stages = 1;
+  f.first_layer = 1;
+  f.num_layers = 2;
+  f.num_kv_heads = 3;
+  f.head_dim = 4;
+  f.tokens = 99;
+  f.model = std::string("model");
   f.source = std::string("test");  // std::string: GCC 12 -Wrestrict false positive on short literals
   f.roles = {"k", "v"};
   for (int r = 0; r < 2; ++r) {

@@ -56,7 +56,8 @@ TEST(VQ, ErrorFallsWithBitsAndStagesAndRisesWithVectorSize) {
   const int64_t T = 1024, D = 16;
   const auto x = keys(T, D, 2);
   KMeansParams p;
-  p.iters = 10, p.init = KMeansInit::KMeansPP;
+  p.iters = 10;
+  p.init = KMeansInit::KMeansPP;
   auto err = [&](const char* s) {
     const VQCodebooks cb = vq_train(x.data(), T, D, parse_vq_spec(s), p);
     return sq_err(x, vq_decode(cb, vq_encode(cb, x.data(), T).data(), T));
@@ -69,7 +70,8 @@ TEST(VQ, ErrorFallsWithBitsAndStagesAndRisesWithVectorSize) {
 TEST(VQ, EncodingPicksTheNearestEntryPerGroup) {
   // Two groups of 2 channels, 2 entries each (1 bit): hand-checkable codes.
   VQCodebooks cb;
-  cb.spec = {2, 1, 1}, cb.head_dim = 4;
+  cb.spec = {2, 1, 1};
+  cb.head_dim = 4;
   cb.data = {0, 0, 10, 10, /* group 0: (0,0), (10,10) */ -1, -1, 5, 5 /* group 1 */};
   const std::vector<float> x = {9, 9, 4, 6, 1, 0, -2, -1};
   const auto codes = vq_encode(cb, x.data(), 2);

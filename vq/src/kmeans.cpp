@@ -11,22 +11,13 @@
 
 #include "kmeans_assign.h"
 #include "kmeans_init.h"
+#include "kvlab/threads.h"
 
 namespace kvlab {
 
-const char* to_string(KMeansInit i) {
-  switch (i) {
-    case KMeansInit::Random: return "random";
-    case KMeansInit::KMeansPP: return "kmeans++";
-    case KMeansInit::Farthest: return "farthest";
-  }
-  return "?";
-}
-
 KMeansInit parse_kmeans_init(const std::string& s) {
-  for (KMeansInit i : {KMeansInit::Random, KMeansInit::KMeansPP, KMeansInit::Farthest})
-    if (s == to_string(i)) return i;
-  throw std::invalid_argument("kmeans: unknown init '" + s + "' (valid: random, kmeans++, farthest)");
+  if (const auto i = find_enum<KMeansInit>(s)) return *i;
+  throw std::invalid_argument("kmeans: unknown init '" + s + "' (valid: " + enum_choices<KMeansInit>() + ")");
 }
 
 namespace {
@@ -239,9 +230,11 @@ Run run_once(const float* x, int64_t n, int64_t d, const KMeansParams& p, const 
 KMeansResult kmeans(const float* x, int64_t n, int64_t d, const KMeansParams& p, const float* w,
                     const float* init) {
   validate(x, n, d, p, w, init);
-  const int nt = p.threads > 0 ? p.threads : omp_get_max_threads();
+  const int nt = resolve_threads(p.threads);
   KMeansResult res;
-  res.k = p.k, res.d = d, res.n = n;
+  res.k = p.k;
+  res.d = d;
+  res.n = n;
 
   // Opt-in subsample (a copy of the chosen points and their weights).
   std::vector<float> sx, sw;
@@ -259,7 +252,8 @@ KMeansResult kmeans(const float* x, int64_t n, int64_t d, const KMeansParams& p,
       std::copy(x + idx[i] * d, x + (idx[i] + 1) * d, &sx[i * d]);
       if (w) sw[i] = w[idx[i]];
     }
-    tx = sx.data(), tw = w ? sw.data() : nullptr;
+    tx = sx.data();
+    tw = w ? sw.data() : nullptr;
   }
   res.trained_points = tn;
 
@@ -271,7 +265,8 @@ KMeansResult kmeans(const float* x, int64_t n, int64_t d, const KMeansParams& p,
     const double obj = final_step.objective(run.centroids);
     res.restart_objectives.push_back(obj);
     if (r == 0 || obj < res.objective) {
-      res.objective = obj, res.best_restart = r;
+      res.objective = obj;
+      res.best_restart = r;
       res.centroids = std::move(run.centroids);
       res.iterations = std::move(run.iterations);
       res.assign = final_step.assign;
@@ -289,7 +284,7 @@ std::vector<KMeansResult> kmeans_batch(const std::vector<KMeansProblem>& problem
   const int64_t np = problems.size();
   std::vector<KMeansResult> out(np);
   std::vector<std::exception_ptr> errors(np);
-  const int nt = params.threads > 0 ? params.threads : omp_get_max_threads();
+  const int nt = resolve_threads(params.threads);
   KMeansParams one = params;
   one.threads = 1;  // parallel across problems; each alone gives the same answer anyway
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nt)

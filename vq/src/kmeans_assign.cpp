@@ -7,6 +7,8 @@
 #include <cstring>
 #include <limits>
 
+#include "kvlab/threads.h"
+
 namespace kvlab::detail {
 
 // GCC vector extensions: AVX-512 where the CPU has it, two AVX2 halves otherwise.
@@ -14,7 +16,9 @@ typedef float vf __attribute__((vector_size(64), aligned(4)));
 typedef int32_t vi __attribute__((vector_size(64), aligned(4)));
 
 void CentroidPack::build(const float* c, int64_t k_, int64_t d_) {
-  k = k_, d = d_, blocks = (k + kLanes - 1) / kLanes;
+  k = k_;
+  d = d_;
+  blocks = (k + kLanes - 1) / kLanes;
   ct.assign(blocks * d * kLanes, 0.0f);
   norm2.assign(blocks * kLanes, std::numeric_limits<float>::infinity());
   for (int64_t i = 0; i < k; ++i) {
@@ -56,7 +60,10 @@ inline int32_t reduce(vf best, vi idx) {
   float bv = best[0];
   int32_t bi = idx[0];
   for (int l = 1; l < kLanes; ++l)
-    if (best[l] < bv || (best[l] == bv && idx[l] < bi)) bv = best[l], bi = idx[l];
+    if (best[l] < bv || (best[l] == bv && idx[l] < bi)) {
+      bv = best[l];
+      bi = idx[l];
+    }
   return bi;
 }
 
@@ -71,7 +78,10 @@ void assign_points(const float* x, const CentroidPack& pk, int32_t* out) {
   vi bidx[P];
   vi lane;
   for (int l = 0; l < kLanes; ++l) lane[l] = l;
-  for (int p = 0; p < P; ++p) best[p] = vf{} + std::numeric_limits<float>::infinity(), bidx[p] = lane;
+  for (int p = 0; p < P; ++p) {
+    best[p] = vf{} + std::numeric_limits<float>::infinity();
+    bidx[p] = lane;
+  }
   for (int64_t b = 0; b < pk.blocks; ++b) {
     const float* cb = &pk.ct[b * d * kLanes];
     const vf nb = load(&pk.norm2[b * kLanes]);
@@ -122,7 +132,7 @@ void assign_nearest(const float* x, int64_t n, const CentroidPack& pk, int32_t* 
   const RangeFn fn = pick(pk.d);
   constexpr int64_t kBlock = 256;  // points per task: fixed, so the split never depends on threads
   const int64_t nb = (n + kBlock - 1) / kBlock;
-  const int nt = threads > 0 ? threads : omp_get_max_threads();
+  const int nt = resolve_threads(threads);
   // Small jobs stay on one thread: on a busy machine a barrier can cost a whole time slice.
   const bool par = nt > 1 && nb > 1 && (double)n * pk.blocks * kLanes * pk.d >= (1 << 22);
 #pragma omp parallel for schedule(static) num_threads(nt) if (par)

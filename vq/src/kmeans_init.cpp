@@ -100,7 +100,10 @@ std::vector<float> init_centroids(const float* x, int64_t n, int64_t d, int64_t 
     } else {  // farthest: the largest distance, lowest index on ties
       double best = -1;
       for (int64_t i = 0; i < n; ++i)
-        if (!chosen[i] && min_dist[i] > best) best = min_dist[i], pick = i;
+        if (!chosen[i] && min_dist[i] > best) {
+          best = min_dist[i];
+          pick = i;
+        }
     }
     // Fewer distinct points than k: fill with unchosen points in index order (k <= n holds).
     if (pick < 0)

@@ -53,7 +53,8 @@ VQCodebooks vq_train(const float* x, int64_t T, int64_t D, const VQSpec& spec, c
                                 std::to_string(spec.bits) + ") but only " + std::to_string(T) +
                                 " tokens to train on");
   VQCodebooks cb;
-  cb.spec = spec, cb.head_dim = D;
+  cb.spec = spec;
+  cb.head_dim = D;
   const int64_t G = cb.groups(), v = spec.vec, K = spec.entries();
   cb.data.assign((int64_t)spec.stages * G * K * v, 0.0f);
   std::vector<float> resid(x, x + T * D);

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "kvlab/enum_names.h"
 #include "kvlab/tensor.h"
 
 namespace kvlab {
@@ -19,8 +20,15 @@ enum class Selector {
                     // sensitivity" from "chosen once per head" in the oracle's result
 };
 
-const std::vector<std::string>& selector_names();  // magnitude, random, variance, oracle, prefix-magnitude
-const char* to_string(Selector s);
+template <>
+struct EnumNames<Selector> {
+  static constexpr EnumName<Selector> names[] = {{Selector::Magnitude, "magnitude"},
+                                                 {Selector::Random, "random"},
+                                                 {Selector::Variance, "variance"},
+                                                 {Selector::Oracle, "oracle"},
+                                                 {Selector::PrefixMagnitude, "prefix-magnitude"}};
+};
+inline const char* to_string(Selector s) { return enum_name(s); }
 // Throws std::invalid_argument naming `--selectors` and listing the valid names.
 Selector parse_selector(const std::string& name);
 // "magnitude,random": a comma list without repeats; throws for empty items, repeats, unknown names.

@@ -1,6 +1,7 @@
 // Enum <-> name tables: one table per enum generates to_string, parsing and the "choose one
 // of: ..." lists, so names, order and error messages cannot drift apart.
 #pragma once
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -29,6 +30,14 @@ std::string enum_choices() {
   std::string out;
   for (const auto& n : EnumNames<E>::names) out += (out.empty() ? "" : ", ") + std::string(n.name);
   return out;
+}
+
+// The enumerator named `text`, or nothing: for callers that word their own error.
+template <class E>
+std::optional<E> find_enum(const std::string& text) {
+  for (const auto& n : EnumNames<E>::names)
+    if (text == n.name) return n.value;
+  return std::nullopt;
 }
 
 // The enumerator named `text`; otherwise std::invalid_argument naming `key` and the choices.

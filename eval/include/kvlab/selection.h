@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "kvlab/enum_names.h"
+
 namespace kvlab {
 
 // Query positions evaluated (every query attends causally to keys 0..t):
@@ -18,6 +20,12 @@ struct QuerySelection {
   int64_t n = 0;  // N of last:N and stride:N
 
   bool operator==(const QuerySelection&) const = default;
+};
+template <>
+struct EnumNames<QuerySelection::Mode> {
+  static constexpr EnumName<QuerySelection::Mode> names[] = {{QuerySelection::Mode::All, "all"},
+                                                             {QuerySelection::Mode::Last, "last"},
+                                                             {QuerySelection::Mode::Stride, "stride"}};
 };
 QuerySelection parse_queries(const std::string& text);  // throws std::invalid_argument
 std::string to_string(const QuerySelection& q);         // "all", "last:256", "stride:8"

@@ -71,8 +71,14 @@ std::string heatmap_svg(const Heatmap& h) {
   double lo = INFINITY, hi = -INFINITY;
   auto val = [&](double v) { return h.log10_values ? (v > 0 ? std::log10(v) : NAN) : v; };
   for (double v : h.values)
-    if (std::isfinite(val(v))) lo = std::min(lo, val(v)), hi = std::max(hi, val(v));
-  if (!std::isfinite(lo)) lo = 0, hi = 1;
+    if (std::isfinite(val(v))) {
+      lo = std::min(lo, val(v));
+      hi = std::max(hi, val(v));
+    }
+  if (!std::isfinite(lo)) {
+    lo = 0;
+    hi = 1;
+  }
   if (hi == lo) hi = lo + 1;
   std::string s = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + num(W) + "\" height=\"" + num(H) +
                   "\" viewBox=\"0 0 " + num(W) + " " + num(H) +
@@ -120,10 +126,19 @@ std::string line_chart_svg(const LineChart& c) {
       throw std::invalid_argument("line_chart_svg: series " + s.name + " has the wrong length");
     for (const auto* v : {&s.y, &s.lo, &s.hi})
       for (double y : *v)
-        if (std::isfinite(tr(y))) lo = std::min(lo, tr(y)), hi = std::max(hi, tr(y));
+        if (std::isfinite(tr(y))) {
+          lo = std::min(lo, tr(y));
+          hi = std::max(hi, tr(y));
+        }
   }
-  if (!std::isfinite(lo)) lo = 0, hi = 1;
-  if (c.log_y) lo = std::floor(lo), hi = std::ceil(hi);
+  if (!std::isfinite(lo)) {
+    lo = 0;
+    hi = 1;
+  }
+  if (c.log_y) {
+    lo = std::floor(lo);
+    hi = std::ceil(hi);
+  }
   if (hi == lo) hi = lo + 1;
   auto X = [&](int64_t i) { return left + (n == 1 ? pw / 2 : pw * i / (double)(n - 1)); };
   auto Y = [&](double v) { return top + ph * (1 - (tr(v) - lo) / (hi - lo)); };

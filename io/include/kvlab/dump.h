@@ -7,23 +7,39 @@
 #include <string>
 #include <vector>
 
+#include "kvlab/enum_names.h"
 #include "kvlab/tensor.h"
 
 namespace kvlab {
 
 // q: (num_q_heads, T, D); k, v, k_pre_rope: (num_kv_heads, T, D). Keys are stored after RoPE.
-enum class Role { q, k, v, k_pre_rope };
-const char* role_name(Role r);             // "q", "k", "v", "k_pre_rope"
+enum class Role { Q, K, V, KPreRope };
+template <>
+struct EnumNames<Role> {
+  static constexpr EnumName<Role> names[] = {
+      {Role::Q, "q"}, {Role::K, "k"}, {Role::V, "v"}, {Role::KPreRope, "k_pre_rope"}};
+};
+inline const char* to_string(Role r) { return enum_name(r); }  // "q", "k", "v", "k_pre_rope"
 Role parse_role(const std::string& name);  // throws std::invalid_argument listing the valid names
 
 // adjacent: rotate pairs (2i, 2i+1) as llama2.c and Meta's code; halves: (i, i + D/2) as Hugging Face.
-enum class RopeStyle { none, adjacent, halves };
-const char* rope_style_name(RopeStyle s);
+enum class RopeStyle { None, Adjacent, Halves };
+template <>
+struct EnumNames<RopeStyle> {
+  static constexpr EnumName<RopeStyle> names[] = {
+      {RopeStyle::None, "none"}, {RopeStyle::Adjacent, "adjacent"}, {RopeStyle::Halves, "halves"}};
+};
+inline const char* to_string(RopeStyle s) { return enum_name(s); }
 RopeStyle parse_rope_style(const std::string& name);
 
 // The dtype the values had when captured; in memory they are always fp32 (converted exactly).
-enum class CaptureDtype { f16, bf16, f32 };
-const char* capture_dtype_name(CaptureDtype d);  // "float16", "bfloat16", "float32"
+enum class CaptureDtype { F16, BF16, F32 };
+template <>
+struct EnumNames<CaptureDtype> {
+  static constexpr EnumName<CaptureDtype> names[] = {
+      {CaptureDtype::F16, "float16"}, {CaptureDtype::BF16, "bfloat16"}, {CaptureDtype::F32, "float32"}};
+};
+inline const char* to_string(CaptureDtype d) { return enum_name(d); }  // "float16", "bfloat16", "float32"
 CaptureDtype parse_capture_dtype(const std::string& name);
 
 struct DumpInfo {
@@ -34,15 +50,15 @@ struct DumpInfo {
   int64_t head_dim = 0;
   int64_t tokens = 0;  // T, the same for every layer and role
   double rope_theta = 10000.0;
-  RopeStyle rope_style = RopeStyle::adjacent;
+  RopeStyle rope_style = RopeStyle::Adjacent;
   bool k_after_rope = true;
   bool has_k_pre_rope = false;
-  CaptureDtype dtype = CaptureDtype::f32;
+  CaptureDtype dtype = CaptureDtype::F32;
   std::vector<int32_t> token_ids;  // empty when unknown; else `tokens` entries
   std::string text;                // decoded text, empty when unknown
   std::string source;              // what made the dump (command line, generator and seed)
 
-  int64_t heads(Role r) const { return r == Role::q ? num_q_heads : num_kv_heads; }
+  int64_t heads(Role r) const { return r == Role::Q ? num_q_heads : num_kv_heads; }
   std::vector<int64_t> shape(Role r) const { return {heads(r), tokens, head_dim}; }
   // Throws std::invalid_argument starting with `where` for non-positive sizes, q heads not a
   // multiple of kv heads, an odd head_dim with RoPE, or token_ids of the wrong length.

@@ -43,7 +43,7 @@ struct SyntheticDumpParams {
   int64_t head_dim = 16;          // D, even unless rope_style is none
   int64_t tokens = 256;           // T
   double rope_theta = 10000.0;    // RoPE base
-  RopeStyle rope_style = RopeStyle::adjacent;
+  RopeStyle rope_style = RopeStyle::Adjacent;
   bool k_pre_rope = false;  // also offer keys before RoPE (role k_pre_rope)
   uint64_t seed = 0;        // same parameters and seed: same bytes everywhere
   int64_t sink_tokens = 1;  // leading tokens shaped as attention sinks (0: none)
@@ -52,7 +52,7 @@ struct SyntheticDumpParams {
 // Presets: llama3-8b (32 layers, 32 q / 8 kv heads, D 128, theta 500000), llama2-7b (32, 32 / 32,
 // 128, 10000), qwen3-8b (36, 32 / 8, 128, 1000000; shapes and theta only), tiny (2, 4 / 2, 16,
 // 10000; for tests). Big presets default to 4096 tokens, tiny to 256.
-std::vector<std::string> synthetic_preset_names();
+std::string synthetic_preset_choices();  // the valid names: "llama3-8b, llama2-7b, qwen3-8b, tiny"
 // Throws std::invalid_argument listing the valid names.
 SyntheticDumpParams synthetic_preset(const std::string& name);
 

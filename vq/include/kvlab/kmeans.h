@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "kvlab/enum_names.h"
+
 namespace kvlab {
 
 enum class KMeansInit { Random, KMeansPP, Farthest };
@@ -15,7 +17,12 @@ enum class KMeansInit { Random, KMeansPP, Farthest };
 // 1.7.3's rule (walk the clusters drawing std::mt19937(1234) numbers until one falls below
 // (n_c - 1) / (n - k)), for comparisons with faiss step for step.
 enum class KMeansSplit { Largest, Faiss };
-const char* to_string(KMeansInit i);                 // "random", "kmeans++", "farthest"
+template <>
+struct EnumNames<KMeansInit> {
+  static constexpr EnumName<KMeansInit> names[] = {
+      {KMeansInit::Random, "random"}, {KMeansInit::KMeansPP, "kmeans++"}, {KMeansInit::Farthest, "farthest"}};
+};
+inline const char* to_string(KMeansInit i) { return enum_name(i); }  // "random", "kmeans++", "farthest"
 KMeansInit parse_kmeans_init(const std::string& s);  // throws std::invalid_argument listing them
 
 struct KMeansParams {
