@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "calibration_io.h"
+#include "cli_options.h"
 #include "cmd_eval_output.h"
 #include "common.h"
 #include "kvlab/boost_sweep.h"
@@ -17,6 +18,8 @@
 
 namespace kvlab::cli {
 namespace {
+
+using calib::csv_number;
 
 struct SweepArgs {
   std::string dump, method = "kitty", rates = "0,0.0625,0.125,0.25,0.5,1",
@@ -26,23 +29,16 @@ struct SweepArgs {
   bool quiet = false;
 };
 
-std::string g17(double v) {
-  if (std::isnan(v)) return "";
-  std::ostringstream os;
-  os.precision(17);
-  os << v;
-  return os.str();
-}
-
 std::string rows_csv(const SweepResult& r) {
   std::ostringstream os;
   os << "selector,rate,seed,boost_k,attn_score_mse,attn_output_rel_err,kl,topk_overlap,bits_per_element,key_"
         "bits\n";
   for (const SweepRow& x : r.rows)
-    os << to_string(x.selector) << ',' << g17(x.rate) << ','
+    os << to_string(x.selector) << ',' << csv_number(x.rate) << ','
        << (x.seed < 0 ? std::string("") : std::to_string(x.seed)) << ',' << x.boost_k << ','
-       << g17(x.attn.score_mse()) << ',' << g17(x.attn.out_rel_err()) << ',' << g17(x.attn.kl()) << ','
-       << g17(x.attn.topk_overlap()) << ',' << g17(x.bits.both()) << ',' << g17(x.bits.key) << '\n';
+       << csv_number(x.attn.score_mse()) << ',' << csv_number(x.attn.out_rel_err()) << ','
+       << csv_number(x.attn.kl()) << ',' << csv_number(x.attn.topk_overlap()) << ','
+       << csv_number(x.bits.both()) << ',' << csv_number(x.bits.key) << '\n';
   return os.str();
 }
 
@@ -52,10 +48,10 @@ std::string summary_csv(const SweepResult& r) {
         "max,"
         "attn_output_rel_err_mean,attn_output_rel_err_std,bits_per_element\n";
   for (const SweepSummary& s : r.summary)
-    os << to_string(s.selector) << ',' << g17(s.rate) << ',' << s.boost_k << ',' << s.runs << ','
-       << g17(s.score_mse_mean) << ',' << g17(s.score_mse_std) << ',' << g17(s.score_mse_min) << ','
-       << g17(s.score_mse_max) << ',' << g17(s.out_err_mean) << ',' << g17(s.out_err_std) << ','
-       << g17(s.bits) << '\n';
+    os << to_string(s.selector) << ',' << csv_number(s.rate) << ',' << s.boost_k << ',' << s.runs << ','
+       << csv_number(s.score_mse_mean) << ',' << csv_number(s.score_mse_std) << ','
+       << csv_number(s.score_mse_min) << ',' << csv_number(s.score_mse_max) << ','
+       << csv_number(s.out_err_mean) << ',' << csv_number(s.out_err_std) << ',' << csv_number(s.bits) << '\n';
   return os.str();
 }
 
@@ -98,8 +94,12 @@ void run(const SweepArgs& a) {
   if (a.out.empty())
     throw std::invalid_argument("--out: give the CSV path (pictures are written next to it)");
   SweepOptions o;
-  o.method = a.method, o.rates = parse_rates(a.rates), o.selectors = parse_selectors(a.selectors);
-  o.seeds = a.seeds, o.calib_tokens = a.calib_tokens, o.calib_queries = a.calib_queries,
+  o.method = a.method;
+  o.rates = parse_rates(a.rates);
+  o.selectors = parse_selectors(a.selectors);
+  o.seeds = a.seeds;
+  o.calib_tokens = a.calib_tokens;
+  o.calib_queries = a.calib_queries;
   o.threads = a.threads;
   if (!a.queries.empty()) o.queries = parse_queries(a.queries);
   if (!a.layers.empty()) o.layers = parse_layers(a.layers);
@@ -122,9 +122,9 @@ void run(const SweepArgs& a) {
   std::vector<std::vector<std::string>> table{
       {"selector", "rate", "k", "runs", "score MSE", "(std)", "out err", "bits"}};
   for (const SweepSummary& s : r.summary)
-    table.push_back({to_string(s.selector), g17(s.rate), std::to_string(s.boost_k), std::to_string(s.runs),
-                     sci(s.score_mse_mean), s.runs > 1 ? sci(s.score_mse_std) : "", sci(s.out_err_mean),
-                     fixed(s.bits, 3)});
+    table.push_back({to_string(s.selector), csv_number(s.rate), std::to_string(s.boost_k),
+                     std::to_string(s.runs), sci(s.score_mse_mean), s.runs > 1 ? sci(s.score_mse_std) : "",
+                     sci(s.out_err_mean), fixed(s.bits, 3)});
   print_table(table);
   std::printf(
       "%s: %s, layers %lld-%lld, %lld queries from position %lld, oracle calibrated on tokens 0..%lld; %.1f "
@@ -143,8 +143,7 @@ static void add_boost_sweep(CLI::App& app) {
   auto* c = app.add_subcommand("boost-sweep",
                                "Kitty's boost rate against the channel selector (magnitude, random, "
                                "variance, oracle): attention error and bits (CSV + SVG)");
-  c->add_option("dump", a->dump,
-                "dump file (default: the built-in dump); or synthetic:PRESET[:tokens=N,layers=N,seed=N]");
+  add_dump_arg(c, a->dump);
   c->add_option("--method", a->method, "base Kitty spec (its boost is replaced by each rate)")
       ->capture_default_str();
   c->add_option("--rates", a->rates, "boost rates in [0, 1], comma-separated")->capture_default_str();
@@ -157,11 +156,10 @@ static void add_boost_sweep(CLI::App& app) {
       ->capture_default_str();
   c->add_option("--queries", a->queries,
                 "evaluation queries, all after the prefix (default last:min(256, T - prefix))");
-  c->add_option("--layers", a->layers, "layers a-b (inclusive) or a; default all");
-  c->add_option("--threads", a->threads, "OpenMP threads (0: OMP_NUM_THREADS or all cores)")
-      ->capture_default_str();
-  c->add_option("--out", a->out, "SWEEP.csv; SWEEP_summary.csv and the SVG charts go next to it")->required();
-  c->add_flag("--quiet", a->quiet, "no progress on stderr");
+  add_layers_option(c, a->layers);
+  add_threads_option(c, a->threads);
+  add_out_option(c, a->out, "SWEEP.csv; SWEEP_summary.csv and the SVG charts go next to it")->required();
+  add_quiet_flag(c, a->quiet);
   c->callback([a] { run(*a); });
 }
 

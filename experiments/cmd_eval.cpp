@@ -11,6 +11,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "cli_options.h"
 #include "cmd_eval_output.h"
 #include "common.h"
 #include "dump_source.h"
@@ -94,23 +95,20 @@ static void add_eval(CLI::App& app) {
   auto* c = app.add_subcommand("eval",
                                "Error of KV-cache methods on a dump: reconstruction, attention scores, "
                                "outputs, KL, top-8, bits per element");
-  c->add_option(
-      "dump", a->dump,
+  add_dump_arg(
+      c, a->dump,
       "dump file (default: the built-in dump, or $KVLAB_DEFAULT_DUMP); or synthetic:PRESET[:tokens=N,"
       "layers=N,seed=N]");
   c->add_option("--methods", a->methods,
                 "methods, comma-separated presets or specs (default: " + methods + ")");
-  c->add_option("--queries", a->queries, "query positions: all, last:N or stride:N")->capture_default_str();
-  c->add_option("--layers", a->layers, "layers a-b (inclusive) or a; default all");
-  c->add_option("--format", a->format, "table, csv or json (schema: docs/EVAL_JSON.md)")
-      ->check(CLI::IsMember({"table", "csv", "json"}))
-      ->capture_default_str();
-  c->add_option("--out", a->out, "write to FILE instead of stdout (atomically)");
-  c->add_option("--threads", a->threads, "OpenMP threads (0: OMP_NUM_THREADS or all cores)")
-      ->capture_default_str();
+  add_queries_option(c, a->queries);
+  add_layers_option(c, a->layers);
+  add_format_option(c, a->format, "table, csv or json (schema: docs/EVAL_JSON.md)", {"table", "csv", "json"});
+  add_out_option(c, a->out, "write to FILE instead of stdout (atomically)");
+  add_threads_option(c, a->threads);
   c->add_option("--query-tile", a->query_tile, "queries per attention tile")->capture_default_str();
   c->add_option("--key-tile", a->key_tile, "keys per attention tile")->capture_default_str();
-  c->add_flag("--quiet", a->quiet, "no progress on stderr");
+  add_quiet_flag(c, a->quiet);
   c->callback([a] { run(*a); });
 }
 

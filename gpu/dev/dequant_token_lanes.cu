@@ -247,13 +247,6 @@ void bench_all(const Options& o) {
 
 int main(int argc, char** argv) {
   using namespace kvlab::gpu::dev;
-  const Options o = parse_options(argc, argv, "dequantize token lanes per channel chunk: TCL 1, 2, 4, 8");
-  int status = 0;
-  if (o.validate) {
-    const int64_t bad = validate_all();
-    std::printf("validate: %lld mismatching bytes\n", (long long)bad);
-    if (bad) status = 1;
-  }
-  if (o.bench) bench_all(o);
-  return status;
+  return run_main(argc, argv, "dequantize token lanes per channel chunk: TCL 1, 2, 4, 8", validate_all,
+                  bench_all);
 }

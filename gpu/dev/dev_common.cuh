@@ -100,8 +100,11 @@ struct Buffer {
   Buffer& operator=(const Buffer&) = delete;
 };
 
-// DevFormat of a quantized tensor: core's layout.
+// DevFormat of a quantized tensor, or of a shape under a spec: core's layout.
 inline DevFormat dev_format(const QuantizedTensor& q) { return layout_of(q); }
+inline DevFormat dev_format(const std::vector<int64_t>& shape, const char* spec) {
+  return make_layout(shape, parse_quantizer(spec));
+}
 
 // Device copies of a packed tensor's arrays.
 struct DeviceTensor {
@@ -235,6 +238,20 @@ inline void print_bench_row(int kernel, const std::string& format, const char* d
   const double gbps = bytes / (ms * 1e6);
   std::printf("%-8d %-72s %-8s %9.4f %8.0f %6.1f%%\n", kernel, format.c_str(), dtype, ms, gbps,
               100.0 * gbps / copy);
+}
+
+// Every exploration file's main: --validate (exit 1 on any mismatching byte), then --bench.
+template <class Validate, class Bench>
+int run_main(int argc, char** argv, const char* usage, Validate validate_all, Bench bench_all) {
+  const Options o = parse_options(argc, argv, usage);
+  int status = 0;
+  if (o.validate) {
+    const int64_t bad = validate_all();
+    std::printf("validate: %lld mismatching bytes\n", (long long)bad);
+    if (bad) status = 1;
+  }
+  if (o.bench) bench_all(o);
+  return status;
 }
 
 }  // namespace kvlab::gpu::dev

@@ -251,12 +251,7 @@ void bench_all(const Options& o) {
   check(cudaMemcpy(x16.p, d.f16.data(), d.f16.size() * 2, cudaMemcpyHostToDevice), "cudaMemcpy");
   check(cudaMemcpy(x32.p, d.f32.data(), d.f32.size() * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
   for (const char* s : kSpecs) {
-    QuantizedTensor shape_only;
-    shape_only.spec = parse_quantizer(s);
-    shape_only.shape = shape;
-    shape_only.group = shape_only.spec.group;
-    shape_only.boost_k = boost_count(128, shape_only.spec.boost);
-    DeviceTensor t(dev_format(shape_only));
+    DeviceTensor t(dev_format(shape, s));
     const double packed = (double)packed_total(t.f);
     for (int k = 1; k <= kKernels; ++k)
       for (bool half : {true, false}) {
@@ -276,14 +271,6 @@ void bench_all(const Options& o) {
 
 int main(int argc, char** argv) {
   using namespace kvlab::gpu::dev;
-  const Options o =
-      parse_options(argc, argv, "Kitty page quantize: plain vs grouped channel order in the code phase");
-  int status = 0;
-  if (o.validate) {
-    const int64_t bad = validate_all();
-    std::printf("validate: %lld mismatching bytes\n", (long long)bad);
-    if (bad) status = 1;
-  }
-  if (o.bench) bench_all(o);
-  return status;
+  return run_main(argc, argv, "Kitty page quantize: plain vs grouped channel order in the code phase",
+                  validate_all, bench_all);
 }

@@ -340,7 +340,10 @@ __device__ __forceinline__ void ch_process(const uint4 (&raw)[16], const ChUnit&
 #pragma unroll
       for (int k = 0; k < 4; ++k) {
         uint32_t a = *reinterpret_cast<uint32_t*>(&hmn[k]), b = *reinterpret_cast<uint32_t*>(&hmx[k]);
-        if (!live) a = 0x7C007C00u, b = 0xFC00FC00u;  // +inf / -inf pairs
+        if (!live) {  // +inf / -inf pairs
+          a = 0x7C007C00u;
+          b = 0xFC00FC00u;
+        }
         for (int o = 1; o < TCw; o <<= 1) {
           const uint32_t a2 = __shfl_xor_sync(0xffffffffu, a, o), b2 = __shfl_xor_sync(0xffffffffu, b, o);
           const __half2 m =

@@ -2,7 +2,7 @@
 // defaults and meaning, presets, parse); a parsed method knows its canonical spec, schedule,
 // bit accounting and how to rebuild one head's K and V. Core's families live in
 // core/src/methods/, one file each (docs/EXTENDING.md); other libraries register theirs
-// (register_method_family), e.g. calibration's `vq`. Spec strings: a preset name (`kivi-2`) or
+// (register_method_family), e.g. vq/'s `vq`. Spec strings: a preset name (`kivi-2`) or
 // `family:key=value,...`; see `kvlab methods`.
 #pragma once
 #include <cstdint>
