@@ -128,9 +128,7 @@ void block_rows(const synth::RowModel& m, int64_t block, int64_t n, int64_t sink
 }
 
 inline void store(float* out, const float* tile, int64_t n) { std::copy(tile, tile + n, out); }
-inline void store(uint16_t* out, const float* tile, int64_t n) {
-  float_to_half_n(tile, out, n);
-}  // exact
+inline void store(uint16_t* out, const float* tile, int64_t n) { float_to_half_n(tile, out, n); }  // exact
 
 }  // namespace
 
