@@ -1,5 +1,5 @@
 // `kvlab gpu validate [DUMP]|bench`: the options of gpu/cli/gpu_commands.cpp (shared with
-// kvlab-gpu) plus the DUMP positional, which needs datasets/ (HDF5 and the other dump readers).
+// kvlab-gpu) plus the DUMP positional, which needs io/ (HDF5 and the other dump readers).
 // Exit status: validate 1 on any mismatching byte; 2 for every subcommand without a CUDA device.
 #include <CLI/CLI.hpp>
 
