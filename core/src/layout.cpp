@@ -58,9 +58,10 @@ PackedLayout make_layout(const std::vector<int64_t>& shape, const QuantizerSpec&
 
 PackedLayout layout_of(const QuantizedTensor& q) { return make_layout(q.shape, q.spec); }
 
-void check_input(const TensorView& x, const QuantizerSpec& spec, const std::string& who) {
-  make_layout_checked(x.shape, spec, who);
+PackedLayout check_input(const TensorView& x, const QuantizerSpec& spec, const std::string& who) {
+  const PackedLayout lo = make_layout_checked(x.shape, spec, who);
   check_finite(x, who + ": input");
+  return lo;
 }
 
 }  // namespace kvlab

@@ -273,13 +273,12 @@ void quantize_boost(const In* x, const Layout& lo, bool half, QuantizedTensor& q
 }
 
 // Throws unless `channels` holds, per (slice, page), k distinct channels in [0, D).
-void check_boost_channels(const TensorView& x, const QuantizerSpec& spec,
+void check_boost_channels(const TensorView& x, const QuantizerSpec& spec, const Layout& lo,
                           const std::vector<int32_t>& channels) {
   if (!spec.boosted())
     throw std::invalid_argument("quantize: boost channels were given but spec " + to_string(spec) +
                                 " has no boost");
-  const int64_t T = x.shape[x.shape.size() - 2], D = x.shape.back(), N = x.numel() / (T * D);
-  const int64_t P = (T + spec.group - 1) / spec.group, k = boost_count((int)D, spec.boost);
+  const int64_t N = lo.N, P = lo.groups, k = lo.k, D = lo.D;
   if ((int64_t)channels.size() != N * P * k)
     throw std::invalid_argument("quantize: boost channels hold " + std::to_string(channels.size()) +
                                 " entries; input " + shape_string(x.shape) + " needs N*P*k = " +
@@ -298,8 +297,8 @@ void check_boost_channels(const TensorView& x, const QuantizerSpec& spec,
   }
 }
 
-QuantizedTensor quantize_impl(const TensorView& x, const QuantizerSpec& spec, const int32_t* chosen) {
-  const Layout lo = make_layout(x.shape, spec);
+QuantizedTensor quantize_impl(const TensorView& x, const QuantizerSpec& spec, const Layout& lo,
+                              const int32_t* chosen) {
   QuantizedTensor q;
   q.spec = spec;
   q.shape = x.shape;
@@ -349,15 +348,14 @@ QuantizedTensor quantize_impl(const TensorView& x, const QuantizerSpec& spec, co
 }  // namespace
 
 QuantizedTensor quantize(const TensorView& x, const QuantizerSpec& spec) {
-  check_input(x, spec);
-  return quantize_impl(x, spec, nullptr);
+  return quantize_impl(x, spec, check_input(x, spec), nullptr);
 }
 
 QuantizedTensor quantize(const TensorView& x, const QuantizerSpec& spec,
                          const std::vector<int32_t>& boost_channels) {
-  check_input(x, spec);
-  check_boost_channels(x, spec, boost_channels);
-  return quantize_impl(x, spec, boost_channels.data());
+  const Layout lo = check_input(x, spec);
+  check_boost_channels(x, spec, lo, boost_channels);
+  return quantize_impl(x, spec, lo, boost_channels.data());
 }
 
 }  // namespace kvlab

@@ -240,6 +240,73 @@ inline void print_bench_row(int kernel, const std::string& format, const char* d
               100.0 * gbps / copy);
 }
 
+// fp16 and fp32 copies of test data on the device.
+struct DeviceInputs {
+  HostData host;
+  Buffer x16, x32;
+  DeviceInputs(const std::vector<int64_t>& shape, uint64_t seed)
+      : host(make_data(shape, seed)), x16(numel(shape) * 2), x32(numel(shape) * 4) {
+    check(cudaMemcpy(x16.p, host.f16.data(), host.f16.size() * 2, cudaMemcpyHostToDevice), "cudaMemcpy");
+    check(cudaMemcpy(x32.p, host.f32.data(), host.f32.size() * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
+  }
+  // Runs run(x) with the device input of the chosen dtype (const uint16_t* or const float*).
+  template <class Run>
+  void with_input(bool half, Run&& run) const {
+    if (half)
+      run(static_cast<const uint16_t*>(x16.p));
+    else
+      run(static_cast<const float*>(x32.p));
+  }
+};
+
+// The quantize kernels 1..kernels of an exploration file against core's quantize, byte for
+// byte, on every shape, spec and input dtype. run(k, format, x, quant) launches kernel k.
+template <class Run>
+int64_t validate_quantize(const std::vector<std::vector<int64_t>>& shapes,
+                          const std::vector<const char*>& specs, int kernels, uint64_t seed, Run run) {
+  int64_t bad = 0;
+  for (const std::vector<int64_t>& shape : shapes) {
+    const DeviceInputs in(shape, seed);
+    for (const char* s : specs)
+      for (bool half : {true, false}) {
+        const TensorView x = half ? TensorView{in.host.f16.data(), DType::F16, shape}
+                                  : TensorView{in.host.f32.data(), DType::F32, shape};
+        const QuantizedTensor cpu = kvlab::quantize(x, parse_quantizer(s));
+        for (int k = 1; k <= kernels; ++k) {
+          DeviceTensor t(dev_format(cpu));
+          in.with_input(half, [&](const auto* dx) { run(k, t.f, dx, t.view()); });
+          check(cudaDeviceSynchronize(), "quantize");
+          const int64_t m = quantize_mismatches(cpu, t);
+          std::printf("validate kernel %d %-82s %s in %s: %lld mismatching bytes\n", k, s,
+                      half ? "f16" : "f32", shape_string(shape).c_str(), (long long)m);
+          bad += m;
+        }
+      }
+  }
+  return bad;
+}
+
+// The quantize kernels 1..kernels timed side by side on a (elements / 2^19, 4096, 128) tensor.
+template <class Run>
+void bench_quantize(const Options& o, const std::vector<const char*>& specs, int kernels, Run run) {
+  const double copy = copy_gbps(o.reps);
+  std::printf("cudaMemcpy D2D: %.0f GB/s\n", copy);
+  print_bench_header();
+  const std::vector<int64_t> shape{std::max<int64_t>(1, o.elements / (4096 * 128)), 4096, 128};
+  const DeviceInputs in(shape, 3);
+  for (const char* s : specs) {
+    DeviceTensor t(dev_format(shape, s));
+    const double packed = (double)packed_total(t.f);
+    for (int k = 1; k <= kernels; ++k)
+      for (bool half : {true, false}) {
+        const double ms = median_ms(
+            o.reps, [&] { in.with_input(half, [&](const auto* dx) { run(k, t.f, dx, t.view()); }); });
+        print_bench_row(k, s, half ? "f16 in" : "f32 in", (double)numel(shape) * (half ? 2 : 4) + packed, ms,
+                        copy);
+      }
+  }
+}
+
 // Every exploration file's main: --validate (exit 1 on any mismatching byte), then --bench.
 template <class Validate, class Bench>
 int run_main(int argc, char** argv, const char* usage, Validate validate_all, Bench bench_all) {

@@ -191,59 +191,15 @@ const char* kSpecs[] = {
 };
 constexpr int kKernels = 4;
 
+// Launches kernel k on input x (fp16 or fp32).
+const auto kRun = [](int k, const DevFormat& f, const auto* x, DevQuant q) { run_kernel(k, f, x, q); };
+
 int64_t validate_all() {
-  int64_t bad = 0;
-  const std::vector<int64_t> shape{2, 3, 300, 128};
-  const HostData d = make_data(shape, 5);
-  Buffer x16(numel(shape) * 2), x32(numel(shape) * 4);
-  check(cudaMemcpy(x16.p, d.f16.data(), d.f16.size() * 2, cudaMemcpyHostToDevice), "cudaMemcpy");
-  check(cudaMemcpy(x32.p, d.f32.data(), d.f32.size() * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
-  for (const char* s : kSpecs)
-    for (bool half : {true, false}) {
-      const TensorView x = half ? TensorView{d.f16.data(), DType::F16, d.shape}
-                                : TensorView{d.f32.data(), DType::F32, d.shape};
-      const QuantizedTensor cpu = kvlab::quantize(x, parse_quantizer(s));
-      for (int k = 1; k <= kKernels; ++k) {
-        DeviceTensor t(dev_format(cpu));
-        if (half)
-          run_kernel(k, t.f, static_cast<const uint16_t*>(x16.p), t.view());
-        else
-          run_kernel(k, t.f, static_cast<const float*>(x32.p), t.view());
-        check(cudaDeviceSynchronize(), "quantize");
-        const int64_t m = quantize_mismatches(cpu, t);
-        std::printf("validate kernel %d %-60s %s in: %lld mismatching bytes\n", k, s, half ? "f16" : "f32",
-                    (long long)m);
-        bad += m;
-      }
-    }
-  return bad;
+  return validate_quantize({{2, 3, 300, 128}}, {std::begin(kSpecs), std::end(kSpecs)}, kKernels, 5, kRun);
 }
 
 void bench_all(const Options& o) {
-  const double copy = copy_gbps(o.reps);
-  std::printf("cudaMemcpy D2D: %.0f GB/s\n", copy);
-  print_bench_header();
-  const int64_t N = std::max<int64_t>(1, o.elements / (4096 * 128));
-  const std::vector<int64_t> shape{N, 4096, 128};
-  const HostData d = make_data(shape, 3);
-  Buffer x16(numel(shape) * 2), x32(numel(shape) * 4);
-  check(cudaMemcpy(x16.p, d.f16.data(), d.f16.size() * 2, cudaMemcpyHostToDevice), "cudaMemcpy");
-  check(cudaMemcpy(x32.p, d.f32.data(), d.f32.size() * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
-  for (const char* s : kSpecs) {
-    DeviceTensor t(dev_format(shape, s));
-    const double packed = (double)packed_total(t.f);
-    for (int k = 1; k <= kKernels; ++k)
-      for (bool half : {true, false}) {
-        const double ms = median_ms(o.reps, [&] {
-          if (half)
-            run_kernel(k, t.f, static_cast<const uint16_t*>(x16.p), t.view());
-          else
-            run_kernel(k, t.f, static_cast<const float*>(x32.p), t.view());
-        });
-        print_bench_row(k, s, half ? "f16 in" : "f32 in", (double)numel(shape) * (half ? 2 : 4) + packed, ms,
-                        copy);
-      }
-  }
+  bench_quantize(o, {std::begin(kSpecs), std::end(kSpecs)}, kKernels, kRun);
 }
 
 }  // namespace kvlab::gpu::dev

@@ -226,8 +226,7 @@ QuantizedTensor quantized_header(const TensorView& x, const QuantizerSpec& spec)
   QuantizedTensor q;
   q.spec = spec;
   q.shape = x.shape;
-  check_input(x, spec, "kvlab-gpu quantize");  // core's shape checks and messages
-  const PackedLayout lo = make_layout(x.shape, spec);
+  const PackedLayout lo = check_input(x, spec, "kvlab-gpu quantize");  // core's checks and messages
   q.group = lo.G;
   q.boost_k = lo.k;
   return q;

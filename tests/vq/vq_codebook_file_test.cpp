@@ -6,34 +6,14 @@
 #include <string>
 #include <tuple>
 
+#include "codebook_fixture.h"
 #include "kvlab/codebook_file.h"
 
 namespace {
 
 using kvlab::CodebookFile;
 
-CodebookFile small() {
-  CodebookFile f;
-  f.spec = "CQ-2c2b";
-  f.vec = 2;
-  f.bits = 2;
-  f.stages = 1;
-  f.first_layer = 1;
-  f.num_layers = 2;
-  f.num_kv_heads = 3;
-  f.head_dim = 4;
-  f.tokens = 99;
-  f.model = std::string("model");
-  f.source = std::string("test");  // std::string: GCC 12 -Wrestrict false positive on short literals
-  f.roles = {"k", "v"};
-  for (int r = 0; r < 2; ++r) {
-    std::vector<float> b(2 * 3 * f.book_floats());
-    for (size_t i = 0; i < b.size(); ++i) b[i] = 0.5f * i + r;
-    f.books.push_back(b);
-  }
-  f.usage = {std::vector<int64_t>(2 * 3 * 1 * 2 * 4, 7), {}};
-  return f;
-}
+using kvtest::small_codebooks;
 
 std::string tmp(const char* name) {
   std::string s = testing::TempDir();  // append, not operator+: GCC 12 warns falsely (-Wrestrict)
@@ -41,7 +21,7 @@ std::string tmp(const char* name) {
 }
 
 TEST(CodebookFile, RoundTrip) {
-  const CodebookFile f = small();
+  const CodebookFile f = small_codebooks();
   write_codebook_file(tmp("cb.h5"), f);
   const CodebookFile g = kvlab::read_codebook_file(tmp("cb.h5"));
   EXPECT_EQ(g.spec, f.spec);
@@ -76,7 +56,7 @@ TEST(CodebookFile, ErrorsNameTheProblem) {
   H5Fclose(H5Fcreate(tmp("empty.h5").c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
   expect_error(tmp("empty.h5"), "not a kvlab VQ codebook file");
   // Books whose shape disagrees with the attributes.
-  CodebookFile f = small();
+  CodebookFile f = small_codebooks();
   write_codebook_file(tmp("bad.h5"), f);
   hid_t h = H5Fopen(tmp("bad.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
   hid_t a = H5Aopen(h, "num_kv_heads", H5P_DEFAULT);
@@ -88,7 +68,7 @@ TEST(CodebookFile, ErrorsNameTheProblem) {
 }
 
 TEST(CodebookFile, MismatchWithTheDumpIsNamed) {
-  const CodebookFile f = small();  // layers 1-2, 3 kv heads, head_dim 4
+  const CodebookFile f = small_codebooks();  // layers 1-2, 3 kv heads, head_dim 4
   EXPECT_NO_THROW(kvlab::check_codebooks_match(f, "cb.h5", 3, 3, 4, "d.h5"));
   for (auto [layers, heads, dim] : {std::tuple{3, 3, 8}, {3, 2, 4}, {2, 3, 4}}) {
     try {

@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "codebook_fixture.h"
 #include "kvlab/codebook_file.h"
 #include "kvlab/method.h"
 #include "kvlab/vq.h"
@@ -14,30 +15,11 @@ namespace {
 
 using namespace kvlab;
 
-// CQ-2c2b books for layers 1..2, 3 KV heads, head_dim 4; entries differ per (role, layer, head).
+// The shared small codebook file, written to a temporary path.
 std::string small_file() {
-  CodebookFile f;
-  f.spec = "CQ-2c2b";
-  f.vec = 2;
-  f.bits = 2;
-  f.stages = 1;
-  f.first_layer = 1;
-  f.num_layers = 2;
-  f.num_kv_heads = 3;
-  f.head_dim = 4;
-  f.tokens = 16;
-  f.model = std::string("model");
-  f.source = std::string("test");
-  f.roles = {"k", "v"};
-  for (int r = 0; r < 2; ++r) {
-    std::vector<float> b(2 * 3 * f.book_floats());
-    for (size_t i = 0; i < b.size(); ++i) b[i] = 0.25f * (float)i - 3.0f * (float)r;
-    f.books.push_back(b);
-  }
-  f.usage = {{}, {}};
   std::string path = testing::TempDir();
   path.append("vq_method_cb.h5");
-  write_codebook_file(path, f);
+  write_codebook_file(path, kvtest::small_codebooks());
   return path;
 }
 

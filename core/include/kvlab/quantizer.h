@@ -42,8 +42,8 @@ constexpr uint8_t kNotBoosted = 0xFF;
 // uint8 index can name.
 PackedLayout make_layout(const std::vector<int64_t>& shape, const QuantizerSpec& spec);
 PackedLayout layout_of(const QuantizedTensor& q);
-// make_layout's checks, then finite input values (`who` prefixes the messages).
-void check_input(const TensorView& x, const QuantizerSpec& spec, const std::string& who = "quantize");
+// make_layout's checks, then finite input values (`who` prefixes the messages); the layout.
+PackedLayout check_input(const TensorView& x, const QuantizerSpec& spec, const std::string& who = "quantize");
 
 // Quantize and pack. Throws std::invalid_argument for an invalid spec, a group of 0 or larger
 // than its axis, an empty tensor, NaN/Inf input, or scales that overflow their storage type.
