@@ -16,7 +16,7 @@ namespace {
 
 struct DumpArgs {
   std::string model, tokenizer, prompt, prompt_file, out, model_name;
-  Llama2cGenerateParams gen;
+  GenerateParams gen;
   bool no_compress = false;
 };
 
@@ -63,7 +63,7 @@ void run(const DumpArgs& a) {
 
   const Llama2cModel model = load_llama2c(a.model);
   const Llama2cTokenizer tok(a.tokenizer, model.config.vocab_size);
-  const Llama2cGeneration g = llama2c_generate(model, tok, prompt, a.gen);
+  const Generation g = llama2c_generate(model, tok, prompt, a.gen);
   const auto t1 = std::chrono::steady_clock::now();
   write_llama2c_dump(out, model, g, name, command_line(a, out, name), DumpWriteOptions{!a.no_compress});
   const auto t2 = std::chrono::steady_clock::now();
@@ -71,7 +71,7 @@ void run(const DumpArgs& a) {
   std::printf("%s\n", g.text.c_str());
   std::fflush(stdout);
   const int generated = (int)g.tokens.size() - g.prompt_tokens;
-  const char* why = g.stopped_on_bos ? ", stopped at BOS"
+  const char* why = g.stopped ? ", stopped at BOS"
                     : (int)g.tokens.size() == model.config.seq_len && generated < a.gen.steps
                         ? ", stopped at seq_len"
                         : "";

@@ -7,7 +7,8 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake pkg-config     # compiler and build
   zlib1g-dev                           # .npz writing (CRC-32)
-  libeigen3-dev libhdf5-dev            # eval/ and io/ (dump format)
+  libeigen3-dev libhdf5-dev            # eval/, models/ and io/ (dump format)
+  nlohmann-json3-dev                   # models/: config.json, safetensors headers, tokenizer.json
   libcli11-dev                         # the kvlab command line
   libgtest-dev libgmock-dev            # tests
   libbenchmark-dev                     # benchmarks

@@ -3,8 +3,8 @@
 
 namespace kvlab {
 
-DumpInfo llama2c_dump_info(const Llama2cModel& model, const Llama2cGeneration& gen,
-                           const std::string& model_name, const std::string& source) {
+DumpInfo llama2c_dump_info(const Llama2cModel& model, const Generation& gen, const std::string& model_name,
+                           const std::string& source) {
   const Llama2cConfig& c = model.config;
   DumpInfo info;
   info.model = model_name;
@@ -25,17 +25,9 @@ DumpInfo llama2c_dump_info(const Llama2cModel& model, const Llama2cGeneration& g
   return info;
 }
 
-void write_llama2c_dump(const std::string& path, const Llama2cModel& model, const Llama2cGeneration& gen,
+void write_llama2c_dump(const std::string& path, const Llama2cModel& model, const Generation& gen,
                         const std::string& model_name, const std::string& source, DumpWriteOptions options) {
-  DumpWriter writer(path, llama2c_dump_info(model, gen, model_name, source), options);
-  for (int64_t l = 0; l < (int64_t)gen.kv.size(); ++l) {
-    const LayerKV& kv = gen.kv[l];
-    writer.write(l, Role::Q, kv.q.view());
-    writer.write(l, Role::K, kv.k.view());
-    writer.write(l, Role::V, kv.v.view());
-    writer.write(l, Role::KPreRope, kv.k_pre_rope.view());
-  }
-  writer.commit();
+  write_generation_dump(path, llama2c_dump_info(model, gen, model_name, source), gen, options);
 }
 
 }  // namespace kvlab

@@ -1,73 +1,62 @@
-// Generation: run the prompt, continue with the sampler, capture every position's q/k/v.
-#include <algorithm>
+// A llama2.c model through the shared decoder: its weights as TransformerWeights, and run.c's
+// generation (BOS first, stop when the model chooses BOS, at most seq_len positions).
 #include <stdexcept>
 
 #include "kvlab/llama2c.h"
 
 namespace kvlab {
-namespace {
 
-// The capture is position-major (T, H, D) as the forward pass produces it; dumps are (H, T, D).
-Tensor heads_first(const std::vector<float>& tphd, int64_t T, int64_t H, int64_t D) {
-  Tensor out;
-  out.shape = {H, T, D};
-  out.data.resize((size_t)(H * T * D));
-  for (int64_t t = 0; t < T; ++t)
-    for (int64_t h = 0; h < H; ++h)
-      std::copy_n(tphd.data() + (t * H + h) * D, D, out.data.data() + (h * T + t) * D);
-  return out;
+TransformerWeights llama2c_weights(const Llama2cModel& m) {
+  const Llama2cConfig& c = m.config;
+  TransformerWeights w;
+  TransformerConfig& t = w.config;
+  t.dim = c.dim;
+  t.hidden_dim = c.hidden_dim;
+  t.n_layers = c.n_layers;
+  t.n_heads = c.n_heads;
+  t.n_kv_heads = c.n_kv_heads;
+  t.head_dim = c.head_dim();
+  t.vocab_size = c.vocab_size;
+  t.norm_eps = 1e-5f;  // run.c's constants
+  t.rope_theta = 10000.0f;
+  t.rope_style = RopeStyle::Adjacent;
+  const float* f = m.weights.data();
+  const size_t dim = c.dim, hidden = c.hidden_dim, q_dim = (size_t)c.n_heads * c.head_dim(),
+               kv_dim = c.kv_dim();
+  for (size_t l = 0; l < (size_t)c.n_layers; ++l) {
+    LayerWeights L;
+    L.attn_norm = f + m.rms_att + l * dim;
+    L.wq = f + m.wq + l * q_dim * dim;
+    L.wk = f + m.wk + l * kv_dim * dim;
+    L.wv = f + m.wv + l * kv_dim * dim;
+    L.wo = f + m.wo + l * dim * q_dim;
+    L.ffn_norm = f + m.rms_ffn + l * dim;
+    L.w_gate = f + m.w1 + l * hidden * dim;  // run.c: w2(silu(w1 x) * w3 x)
+    L.w_down = f + m.w2 + l * dim * hidden;
+    L.w_up = f + m.w3 + l * hidden * dim;
+    w.layers.push_back(L);
+  }
+  w.embedding = f + m.token_embedding;
+  w.final_norm = f + m.rms_final;
+  w.classifier = f + m.wcls;
+  return w;
 }
 
-}  // namespace
-
-Llama2cGeneration llama2c_generate(const Llama2cModel& model, const Llama2cTokenizer& tokenizer,
-                                   const std::string& prompt, const Llama2cGenerateParams& params) {
+Generation llama2c_generate(const Llama2cModel& model, const Llama2cTokenizer& tokenizer,
+                            const std::string& prompt, const GenerateParams& params) {
   const Llama2cConfig& c = model.config;
-  if (params.steps < 0)
-    throw std::invalid_argument("steps must be >= 0, got " + std::to_string(params.steps));
   if (tokenizer.size() != c.vocab_size)
     throw std::invalid_argument("the tokenizer has " + std::to_string(tokenizer.size()) +
                                 " tokens, the model '" + model.path + "' " + std::to_string(c.vocab_size));
-  Llama2cSampler sampler(params.temperature, params.top_p, params.seed);
-
-  Llama2cGeneration gen;
-  gen.tokens = tokenizer.encode(prompt, /*bos=*/true);
-  gen.prompt_tokens = (int32_t)gen.tokens.size();
-  if (gen.prompt_tokens > c.seq_len)
-    throw std::invalid_argument("the prompt is " + std::to_string(gen.prompt_tokens) +
+  const std::vector<int32_t> ids = tokenizer.encode(prompt, /*bos=*/true);
+  if ((int64_t)ids.size() > c.seq_len)
+    throw std::invalid_argument("the prompt is " + std::to_string(ids.size()) +
                                 " tokens (BOS included), longer than the model's seq_len " +
                                 std::to_string(c.seq_len) + " ('" + model.path + "')");
-
-  Llama2cRunner runner(model);
-  Llama2cCapture cap;
-  std::vector<float> logits;
-  int32_t generated = 0;
-  // Every token of the sequence is forwarded, the last generated one too, so the dump holds
-  // the KV of exactly gen.tokens.
-  for (int32_t pos = 0; pos < (int32_t)gen.tokens.size(); ++pos) {
-    const std::vector<float>& out = runner.forward(gen.tokens[pos], pos, &cap);
-    if (pos + 1 < (int32_t)gen.tokens.size()) continue;  // still inside the prompt
-    if (generated == params.steps || (int32_t)gen.tokens.size() == c.seq_len) break;
-    logits = out;
-    const int32_t next = sampler.sample(logits);
-    if (next == Llama2cTokenizer::kBos) {  // run.c ends the sequence here
-      gen.stopped_on_bos = true;
-      break;
-    }
-    gen.tokens.push_back(next);
-    ++generated;
-  }
-  gen.text = tokenizer.decode_all(gen.tokens);
-
-  const int64_t T = (int64_t)gen.tokens.size(), D = c.head_dim();
-  gen.kv.resize(c.n_layers);
-  for (int32_t l = 0; l < c.n_layers; ++l) {
-    gen.kv[l].q = heads_first(cap.q[l], T, c.n_heads, D);
-    gen.kv[l].k = heads_first(cap.k[l], T, c.n_kv_heads, D);
-    gen.kv[l].v = heads_first(cap.v[l], T, c.n_kv_heads, D);
-    gen.kv[l].k_pre_rope = heads_first(cap.k_pre_rope[l], T, c.n_kv_heads, D);
-  }
-  return gen;
+  Generation g = generate(llama2c_weights(model), ids, params, {Llama2cTokenizer::kBos}, c.seq_len,
+                          /*all_logits=*/false, "'" + model.path + "'");
+  g.text = tokenizer.decode_all(g.tokens);
+  return g;
 }
 
 }  // namespace kvlab

@@ -92,10 +92,10 @@ TEST(Llama2c, GreedyStoryMatchesRunC) {
   const std::string expected =
       "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. "
       "One day, she saw a big, red ball. She wanted to play with it, but it was too high.";
-  Llama2cGenerateParams p;
+  GenerateParams p;
   p.steps = 80;  // the expected text is ~45 tokens
   const auto t0 = std::chrono::steady_clock::now();
-  const Llama2cGeneration g = llama2c_generate(model(), tokenizer(), "Once upon a time", p);
+  const Generation g = llama2c_generate(model(), tokenizer(), "Once upon a time", p);
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   std::printf("stories260K greedy: %zu tokens in %.1f ms\n", g.tokens.size(), ms);
   ASSERT_GE(g.text.size(), expected.size()) << g.text;
@@ -106,7 +106,7 @@ TEST(Llama2c, GreedyStoryMatchesRunC) {
 
 TEST(Llama2c, GreedyIsDeterministicAndStepsCount) {
   REQUIRE_STORIES();
-  Llama2cGenerateParams p;
+  GenerateParams p;
   p.steps = 10;
   const auto a = llama2c_generate(model(), tokenizer(), "The cat", p);
   const auto b = llama2c_generate(model(), tokenizer(), "The cat", p);
@@ -120,7 +120,7 @@ TEST(Llama2c, GreedyIsDeterministicAndStepsCount) {
 
 TEST(Llama2c, SeededSamplingRepeatsAndSeedsDiffer) {
   REQUIRE_STORIES();
-  Llama2cGenerateParams p;
+  GenerateParams p;
   p.steps = 60;
   p.temperature = 1.0f;
   p.seed = 7;
@@ -140,12 +140,12 @@ TEST(Llama2c, SeededSamplingRepeatsAndSeedsDiffer) {
 
 TEST(Llama2c, StopsAtSeqLen) {
   REQUIRE_STORIES();
-  Llama2cGenerateParams p;
+  GenerateParams p;
   p.steps = 2000;
   p.temperature = 0.8f;
   const auto g = llama2c_generate(model(), tokenizer(), "Once upon a time", p);
   EXPECT_LE((int)g.tokens.size(), model().config.seq_len);
-  if (!g.stopped_on_bos) {
+  if (!g.stopped) {
     EXPECT_EQ((int)g.tokens.size(), model().config.seq_len);
   }
 }
@@ -154,7 +154,7 @@ TEST(Llama2c, StopsAtSeqLen) {
 // unrotated at position 0, and the KV prefix independent of what follows.
 TEST(Llama2c, CaptureShapesAndRope) {
   REQUIRE_STORIES();
-  Llama2cGenerateParams p;
+  GenerateParams p;
   p.steps = 30;
   const auto g = llama2c_generate(model(), tokenizer(), "Once upon a time", p);
   const Llama2cConfig& c = model().config;
@@ -204,7 +204,7 @@ TEST(Llama2c, CaptureShapesAndRope) {
 // The dump through DumpWriter and back through open_dump: metadata and every value, exactly.
 TEST(Llama2c, DumpRoundTrip) {
   REQUIRE_STORIES();
-  Llama2cGenerateParams p;
+  GenerateParams p;
   p.steps = 20;
   const auto g = llama2c_generate(model(), tokenizer(), "Once upon a time", p);
   const std::string path =
@@ -247,7 +247,7 @@ TEST(Llama2c, ShippedDefaultDumpMatchesRunner) {
   EXPECT_THAT(in.source, HasSubstr("kvlab dump --llama2c"));
   EXPECT_THAT(in.source, HasSubstr("--steps 400 --temperature 0"));
   EXPECT_EQ(in.text.rfind("Once upon a time, there was a little girl named Lily.", 0), 0u) << in.text;
-  Llama2cGenerateParams p;
+  GenerateParams p;
   p.steps = 400;
   const auto g = llama2c_generate(model(), tokenizer(), "Once upon a time", p);
   ASSERT_EQ(in.token_ids, g.tokens);
@@ -276,7 +276,7 @@ TEST(Llama2c, PromptLongerThanSeqLen) {
 
 TEST(Llama2c, BadParameters) {
   REQUIRE_STORIES();
-  Llama2cGenerateParams p;
+  GenerateParams p;
   p.steps = -1;
   EXPECT_THAT(error_of([&] { llama2c_generate(model(), tokenizer(), "a", p); }), HasSubstr("steps"));
   p = {};

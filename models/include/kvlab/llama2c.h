@@ -1,13 +1,15 @@
-// A built-in runner for llama2.c checkpoints (Karpathy's run.c, legacy version-0 format): load
-// the model and its BPE tokenizer, generate a continuation of a prompt in fp32, and capture the
-// q, k (after RoPE), k_pre_rope and v of every layer at every position as a KV dump
-// (docs/DUMP_FORMAT.md). The arithmetic follows run.c, so greedy output matches it.
+// llama2.c checkpoints (Karpathy's run.c, legacy version-0 format): load the model and its BPE
+// tokenizer, generate a continuation of a prompt in fp32 through the shared decoder
+// (transformer.h), and capture the q, k (after RoPE), k_pre_rope and v of every layer at every
+// position as a KV dump (docs/DUMP_FORMAT.md). The arithmetic is run.c's up to the summation
+// order of the matrix products, so greedy output matches it.
 #pragma once
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "kvlab/dump.h"
+#include "kvlab/generate.h"
 
 namespace kvlab {
 
@@ -74,65 +76,21 @@ class Llama2cTokenizer {
   int32_t max_token_length_ = 0;
 };
 
-// The q, k, k_pre_rope and v one forward step produced, per layer, position-major: entry
-// [layer][role] grows by heads * head_dim floats per position.
-struct Llama2cCapture {
-  std::vector<std::vector<float>> q, k, k_pre_rope, v;  // [layer] -> (T, heads, head_dim)
-};
+// The model's weights as the shared decoder reads them (adjacent RoPE, theta 10000, eps 1e-5).
+TransformerWeights llama2c_weights(const Llama2cModel& model);
 
-// run.c's forward pass for one token at one position, keeping its own KV cache.
-class Llama2cRunner {
- public:
-  explicit Llama2cRunner(const Llama2cModel& model);
-  // Returns the logits (vocab_size). Positions must come in order 0, 1, 2, ... < seq_len.
-  // When `capture` is given, this position's q/k/k_pre_rope/v are appended to it.
-  const std::vector<float>& forward(int32_t token, int32_t pos, Llama2cCapture* capture = nullptr);
-
- private:
-  const Llama2cModel& m_;
-  std::vector<float> x_, xb_, xb2_, hb_, hb2_, q_, att_, logits_;
-  std::vector<float> key_cache_, value_cache_;  // (layer, seq_len, kv_dim)
-};
-
-struct Llama2cGenerateParams {
-  int32_t steps = 256;       // tokens to generate after the prompt
-  float temperature = 0.0f;  // 0: greedy (argmax, ties to the lowest id)
-  float top_p = 1.0f;        // nucleus sampling when in (0, 1); otherwise the full distribution
-  uint64_t seed = 42;        // xorshift state as run.c's; must be nonzero
-};
-
-struct Llama2cGeneration {
-  std::vector<int32_t> tokens;  // BOS, the prompt, the generated tokens; every one was forwarded
-  int32_t prompt_tokens = 0;    // BOS included
-  bool stopped_on_bos = false;  // the model chose BOS (run.c stops there) before `steps`
-  std::string text;             // decoded tokens (Llama2cTokenizer::decode_all)
-  std::vector<LayerKV> kv;      // per layer: q (Hq, T, D), k, v, k_pre_rope (Hkv, T, D)
-};
-
-// Runs the prompt, then continues up to params.steps tokens, stopping early when the model
-// chooses BOS or the sequence reaches seq_len. Throws std::invalid_argument for a prompt
-// longer than seq_len, a negative step count or temperature, or a zero seed.
-Llama2cGeneration llama2c_generate(const Llama2cModel& model, const Llama2cTokenizer& tokenizer,
-                                   const std::string& prompt, const Llama2cGenerateParams& params);
-
-// The sampler of run.c: argmax at temperature 0, else softmax(logits / temperature) sampled with
-// a xorshift RNG, over the top-p nucleus when 0 < top_p < 1. `logits` is overwritten.
-class Llama2cSampler {
- public:
-  Llama2cSampler(float temperature, float top_p, uint64_t seed);
-  int32_t sample(std::vector<float>& logits);
-  float random_f32();  // in [0, 1), from the next 24 random bits
-
- private:
-  float temperature_, top_p_;
-  uint64_t state_;
-};
+// Runs the prompt (BOS prepended), then continues up to params.steps tokens, stopping early when
+// the model chooses BOS (as run.c does) or the sequence reaches seq_len. Throws
+// std::invalid_argument for a prompt longer than seq_len, a negative step count or temperature,
+// or a zero seed.
+Generation llama2c_generate(const Llama2cModel& model, const Llama2cTokenizer& tokenizer,
+                            const std::string& prompt, const GenerateParams& params);
 
 // The DumpInfo of a generation (dtype float32, RoPE adjacent, theta 10000, k_pre_rope present).
-DumpInfo llama2c_dump_info(const Llama2cModel& model, const Llama2cGeneration& gen,
-                           const std::string& model_name, const std::string& source);
+DumpInfo llama2c_dump_info(const Llama2cModel& model, const Generation& gen, const std::string& model_name,
+                           const std::string& source);
 // Writes the generation to `path` through DumpWriter.
-void write_llama2c_dump(const std::string& path, const Llama2cModel& model, const Llama2cGeneration& gen,
+void write_llama2c_dump(const std::string& path, const Llama2cModel& model, const Generation& gen,
                         const std::string& model_name, const std::string& source,
                         DumpWriteOptions options = {});
 

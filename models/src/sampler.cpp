@@ -4,11 +4,11 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "kvlab/llama2c.h"
+#include "kvlab/generate.h"
 
 namespace kvlab {
 
-Llama2cSampler::Llama2cSampler(float temperature, float top_p, uint64_t seed)
+Sampler::Sampler(float temperature, float top_p, uint64_t seed)
     : temperature_(temperature), top_p_(top_p), state_(seed) {
   if (!(temperature >= 0.0f) || !std::isfinite(temperature))
     throw std::invalid_argument("temperature must be a finite number >= 0, got " +
@@ -18,7 +18,7 @@ Llama2cSampler::Llama2cSampler(float temperature, float top_p, uint64_t seed)
   if (seed == 0) throw std::invalid_argument("seed must be nonzero");
 }
 
-float Llama2cSampler::random_f32() {
+float Sampler::random_f32() {
   state_ ^= state_ >> 12;
   state_ ^= state_ << 25;
   state_ ^= state_ >> 27;
@@ -26,7 +26,7 @@ float Llama2cSampler::random_f32() {
   return (float)(r >> 8) / 16777216.0f;
 }
 
-int32_t Llama2cSampler::sample(std::vector<float>& logits) {
+int32_t Sampler::sample(std::vector<float>& logits) {
   const int32_t n = (int32_t)logits.size();
   if (temperature_ == 0.0f)  // first maximum: ties go to the lowest id
     return (int32_t)(std::max_element(logits.begin(), logits.end()) - logits.begin());
