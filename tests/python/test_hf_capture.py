@@ -380,10 +380,11 @@ def test_cuda_bfloat16(tmp_path):
             assert torch.equal(read(f[f"layers/{i}/k"]), k.float()), f"layer {i}"
 
 
-def _main():
-    """Runs the tests above without pytest (the device machine may not have it)."""
+def _main(tests=None):
+    """Runs the tests above (or those of the module whose globals() are given) without pytest
+    (the device machine may not have it)."""
     failed = skipped = passed = 0
-    for name, fn in [(n, f) for n, f in globals().items() if n.startswith("test_") and callable(f)]:
+    for name, fn in [(n, f) for n, f in (tests or globals()).items() if n.startswith("test_") and callable(f)]:
         pname, values = getattr(fn, "kvlab_params", (None, [None]))
         for value in values:
             label = name if pname is None else f"{name}[{value}]"
