@@ -172,6 +172,31 @@ def test_greedy_generation_follows_transformers(tmp_path):
             assert seq[t + 1] == logits[t].argmax(), (t, seq[t + 1], logits[t].argmax())
 
 
+def test_bad_directories_through_the_command_line(tmp_path):
+    """kvlab dump exits 1 naming the file and field (every case: tests/models/hf_model_test.cpp)."""
+    from safetensors.torch import load_file, save_file
+    model = make_model("mistral")  # sliding_window 64
+    model.save_pretrained(tmp_path / "m")
+    weights = tmp_path / "m" / "model.safetensors"
+    tensors = load_file(weights)
+    long_ids = token_file(tmp_path / "long.txt", ids(65))
+    run = kvlab("dump", "--model", tmp_path / "m", "--tokens", long_ids, "--steps", 0, "--out", tmp_path / "d.h5", ok=False)
+    assert run.returncode == 1 and re.search(r"65 tokens, more than '.*config.json': sliding_window 64", run.stderr), run.stderr
+    run = kvlab("dump", "--model", tmp_path / "m", "--tokens", token_file(tmp_path / "ids.txt", ids(8)), "--steps", 60,
+                "--out", tmp_path / "d.h5", ok=False)  # 8 + 60 > 64 too, before any work
+    assert run.returncode == 1 and "sliding_window 64" in run.stderr, run.stderr
+    run = kvlab("dump", "--model", tmp_path / "m", "--prompt", "hi", "--out", tmp_path / "d.h5", ok=False)
+    assert run.returncode == 1 and "tokenizer.json': cannot read" in run.stderr, run.stderr
+    del tensors["model.layers.1.self_attn.v_proj.weight"]
+    save_file(tensors, weights, metadata={"format": "pt"})
+    run = kvlab("dump", "--model", tmp_path / "m", "--tokens", tmp_path / "ids.txt", "--out", tmp_path / "d.h5", ok=False)
+    assert run.returncode == 1 and "tensor 'model.layers.1.self_attn.v_proj.weight' is missing" in run.stderr, run.stderr
+    weights.write_bytes(weights.read_bytes()[:-100])
+    run = kvlab("dump", "--model", tmp_path / "m", "--tokens", tmp_path / "ids.txt", "--out", tmp_path / "d.h5", ok=False)
+    assert run.returncode == 1 and str(weights) in run.stderr and "truncated" in run.stderr, run.stderr
+    assert not (tmp_path / "d.h5").exists()
+
+
 # ---------------------------------------------------------------------------------------------
 # tokenizer.json: the reference model's format contract
 
