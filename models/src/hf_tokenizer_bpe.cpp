@@ -1,7 +1,7 @@
 // encode and decode of the contract's tokenizer, step for step as the tokenizers library
 // (0.2x) does them: added tokens split out first, Metaspace words, rank-ordered BPE merges per
 // word with byte fallback; the decoder chain on the way back.
-#include <cstdio>
+#include <algorithm>
 #include <queue>
 #include <stdexcept>
 
@@ -21,20 +21,15 @@ size_t utf8_length(unsigned char c) {
 bool valid_utf8(const std::string& s) {
   for (size_t i = 0; i < s.size();) {
     const unsigned char c = s[i];
-    size_t n = 0;
-    uint32_t cp = 0, min = 0;
     if (c < 0x80) {
       ++i;
       continue;
-    } else if ((c & 0xE0) == 0xC0) {
-      n = 1, cp = c & 0x1F, min = 0x80;
-    } else if ((c & 0xF0) == 0xE0) {
-      n = 2, cp = c & 0x0F, min = 0x800;
-    } else if ((c & 0xF8) == 0xF0) {
-      n = 3, cp = c & 0x07, min = 0x10000;
-    } else {
-      return false;
     }
+    // continuation bytes, the lead byte's payload and the smallest code point of that length
+    const size_t n = (c & 0xE0) == 0xC0 ? 1 : (c & 0xF0) == 0xE0 ? 2 : (c & 0xF8) == 0xF0 ? 3 : 0;
+    if (n == 0) return false;
+    uint32_t cp = c & (0x7F >> (n + 1));
+    const uint32_t min = n == 1 ? 0x80 : n == 2 ? 0x800 : 0x10000;
     for (size_t k = 1; k <= n; ++k) {
       if (i + k >= s.size() || ((unsigned char)s[i + k] & 0xC0) != 0x80) return false;
       cp = (cp << 6) | ((unsigned char)s[i + k] & 0x3F);

@@ -1,6 +1,7 @@
 // The weights of a Hugging Face checkpoint: which files (one safetensors file or an index of
 // shards), which tensors the architecture needs and their shapes, all checked before any
 // weight is read; then each tensor copied out as fp32.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>

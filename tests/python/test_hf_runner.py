@@ -270,6 +270,10 @@ def test_tokenizer_matches_tokenizers_library(tmp_path, decoder):
     assert any(3 <= t <= 258 for t in want), "the held-out text should need byte fallback"
     for piece in ["", " ", "  leading", "x", "日本", "\n\n", "<s>", "a<s>b", "<0x41><0x42>", "🎉 end "]:
         check_same_ids(tmp_path, tok, tmp_path / "tokenizer.json", piece)
+    b = [3 + x for x in range(256)]  # byte pieces: broken, overlong, surrogate and valid runs
+    for seq in ([b[0xE6], b[0x97], 300], [b[0xFF], b[0x41]], [b[0xC0], b[0x80]], [b[0xED], b[0xA0], b[0x80]],
+                [b[0xF0], b[0x9F], b[0x8E], b[0x89], 2, b[0xE6]], [1, 400, b[0x0A], 401, 0]):
+        assert kvlab_decode(tmp_path, tmp_path / "tokenizer.json", seq) == tok.decode(seq, skip_special_tokens=False), seq
     print(f"{decoder}: {len(want)} ids of {len(text.encode('utf-8'))} bytes identical")
 
 
