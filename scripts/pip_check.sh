@@ -11,7 +11,8 @@ if command -v ccache >/dev/null; then
   export CMAKE_ARGS="${CMAKE_ARGS:-} -DCMAKE_CXX_COMPILER_LAUNCHER=ccache"
 fi
 PY="$(cd "$VENV" && pwd)/bin/python"
-"$PY" -m pip install --quiet --disable-pip-version-check .
+"$PY" -m pip install --quiet --disable-pip-version-check . mypy  # mypy: the type stubs' test
 (cd / && "$PY" -c "import kvlab; print(kvlab.__file__); print(kvlab.methods())")
 KVLAB_CLI=${KVLAB_CLI:-build/experiments/kvlab} "$PY" -m pytest -q -p no:cacheprovider \
-  tests/python/test_py_quantize.py tests/python/test_py_methods.py tests/python/test_py_dumps.py
+  tests/python/test_py_quantize.py tests/python/test_py_methods.py tests/python/test_py_dumps.py \
+  tests/python/test_py_stubs.py

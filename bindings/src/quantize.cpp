@@ -4,14 +4,10 @@
 
 #include "common.h"
 #include "kvlab/quantizer.h"
+#include "quantized.h"
 
 namespace kvlab::bind {
 namespace {
-
-struct Quantized {
-  QuantizedTensor q;
-  PartShapes shapes;
-};
 
 py::object part(py::object self, const std::vector<uint8_t> QuantizedTensor::*member,
                 const std::vector<int64_t> PartShapes::*shape) {

@@ -3,7 +3,7 @@ arguments, defaults and docstrings. Every number comes from the C++ libraries.""
 import json
 import os
 
-from . import _progress
+from . import _gpu, _progress
 from ._ext import ext
 from ._inputs import CopyWarning, as_array
 
@@ -99,8 +99,18 @@ def quantize(x, spec, *, boost_channels=None):
     ``boost_index`` are read-only numpy views of the result (no copy; fp16 scales are
     converted) with the bytes and shapes of ``kvlab quantize``'s .npz; ``dequant()`` gives
     its ``dequant`` array and ``unpack()`` its ``q``. ``boost_channels``: Kitty's boosted
-    channels chosen by the caller, k per (slice, page)."""
+    channels chosen by the caller, k per (slice, page).
+
+    A CUDA tensor, on a build with CUDA (``kvlab.has_gpu()``), goes through the GPU kernels:
+    the same bytes, the result in host memory."""
+    if _gpu.is_device_tensor(x):
+        return _gpu.quantize(x, spec, boost_channels)
     return ext.quantize(as_array(x, "x"), str(spec), boost_channels)
+
+
+def has_gpu():
+    """Whether this build sends CUDA tensors to the GPU kernels (built with CUDA)."""
+    return bool(getattr(ext, "has_gpu", False))
 
 
 def canonical_quantizer(spec):
@@ -253,5 +263,5 @@ def kmeans(x, k, *, iters=20, restarts=1, seed=1234, init="random", max_points_p
                       None if init_centroids is None else as_array(init_centroids, "init_centroids"))
 
 
-__all__ += ["methods", "families", "Method", "quantize", "canonical_quantizer", "open_dump", "synthetic",
+__all__ += ["methods", "families", "Method", "quantize", "has_gpu", "canonical_quantizer", "open_dump", "synthetic",
             "default_dump_path", "DumpWriter", "evaluate", "sensitivity", "boost_sweep", "kmeans"]

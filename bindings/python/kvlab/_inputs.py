@@ -27,8 +27,8 @@ def as_array(x, name, stacklevel=3):
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(x, torch.Tensor):
         if x.device.type != "cpu":
-            raise ValueError(f"{name}: a tensor on {x.device}; this kvlab build reads CPU memory only "
-                             f"(pass {name}.cpu())")
+            raise ValueError(f"{name}: a tensor on {x.device}; only kvlab.quantize takes CUDA tensors (on builds "
+                             f"with CUDA); pass {name}.cpu()")
         x = x.detach()
         if x.dtype == torch.bfloat16:
             _copied(name, "bfloat16 widened to float32", stacklevel)
