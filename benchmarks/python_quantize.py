@@ -21,7 +21,7 @@ SHAPE = (32, 32768, 128)
 
 def cpp_rate(bench, name, threads, min_time):
     """One Google Benchmark repetition of quantize/<name>/<threads>: GB/s of fp16 input."""
-    out = subprocess.run([bench, f"--benchmark_filter=^quantize/{name}/{threads}$", "--benchmark_format=json",
+    out = subprocess.run([bench, f"--benchmark_filter=^quantize/{name}/{threads}/", "--benchmark_format=json",
                           f"--benchmark_min_time={min_time}"], capture_output=True, text=True, check=True).stdout
     runs = [b for b in json.loads(out)["benchmarks"] if b.get("run_type") == "iteration"]
     assert len(runs) == 1, f"{name}/{threads}: {len(runs)} runs"

@@ -32,7 +32,9 @@ kvlab.open_dump(3)
 def mypy(tmp_path, monkeypatch):
     api = pytest.importorskip("mypy.api")
     import kvlab
-    monkeypatch.setenv("MYPYPATH", str(Path(kvlab.__file__).parents[1]))  # the kvlab under test
+    root = Path(kvlab.__file__).parents[1]
+    if root.name != "site-packages":  # a build tree on PYTHONPATH: mypy finds installed packages alone
+        monkeypatch.setenv("MYPYPATH", str(root))
 
     def run(code):
         (tmp_path / "use.py").write_text(code)
