@@ -30,32 +30,18 @@ void run(const QuantizeArgs& a) {
                                 " is not (T, D), (H, T, D) or (B, H, T, D)");
   const QuantizerSpec spec = parse_quantizer(a.spec);
   const QuantizedTensor q = quantize(view, spec);
-  // Leading dims of the input, then the per-slice layout of docs/FORMATS.md.
-  std::vector<int64_t> lead(view.shape.begin(), view.shape.end() - 2);
-  auto with = [&](std::initializer_list<int64_t> tail) {
-    auto s = lead;
-    s.insert(s.end(), tail);
-    return s;
-  };
-  const int64_t T = q.tokens(), D = q.dims();
+  const PartShapes shapes = part_shapes(q);
   std::vector<std::pair<std::string, NpyArray>> arrays;
   arrays.emplace_back("q", make_npy(unpack_codes(q), view.shape));
   arrays.emplace_back("dequant", make_npy(dequantize(q), view.shape));
+  arrays.emplace_back("codes", make_npy(q.codes, shapes.codes));
   if (spec.boosted()) {
-    const int64_t P = q.pages();
-    arrays.emplace_back("codes", make_npy(q.codes, {(int64_t)q.codes.size()}));
-    arrays.emplace_back("high", make_npy(q.high, {(int64_t)q.high.size()}));
-    arrays.emplace_back("boost_index", make_npy(q.boost_index, with({P, D})));
-    arrays.emplace_back("scale", params_array(q.scale, spec.params, with({P, D})));
-    arrays.emplace_back("zero", params_array(q.zero, spec.params, with({P, D})));
-  } else {
-    const bool channel = spec.axis == Axis::Channel;
-    const int64_t R = channel ? D : T, L = channel ? T : D, groups = (L + q.group - 1) / q.group;
-    arrays.emplace_back("codes", make_npy(q.codes, with({R, (int64_t)(q.codes.size() / (q.slices() * R))})));
-    arrays.emplace_back("scale", params_array(q.scale, spec.params, with({R, groups})));
-    if (spec.scheme == Scheme::Asym)
-      arrays.emplace_back("zero", params_array(q.zero, spec.params, with({R, groups})));
+    arrays.emplace_back("high", make_npy(q.high, shapes.high));
+    arrays.emplace_back("boost_index", make_npy(q.boost_index, shapes.boost_index));
   }
+  arrays.emplace_back("scale", params_array(q.scale, spec.params, shapes.params));
+  if (spec.scheme == Scheme::Asym)
+    arrays.emplace_back("zero", params_array(q.zero, spec.params, shapes.params));
   write_npz(a.out, arrays);
   std::printf("%s: %s %s -> %s  (%s, %.4f bits/element)\n", a.input.c_str(), x.descr.c_str(),
               shape_string(view.shape).c_str(), a.out.c_str(), to_string(spec).c_str(), bits_per_element(q));

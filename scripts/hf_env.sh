@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Make .venv-hf/: a venv from Debian's /usr/bin/python3 with torch, transformers, h5py and pytest,
-# enough to run tests/python/test_hf_capture.py on the CPU. Idempotent: an env made from the same
+# enough to run tests/python/test_hf_capture.py on the CPU (and pandas + matplotlib for the
+# kvlab package's walk-through, docs/PYTHON.md). Idempotent: an env made from the same
 # package list is left alone (a stamp file records it).
 #   scripts/hf_env.sh && .venv-hf/bin/python -m pytest tests/python/test_hf_capture.py
 # Cost (2-core build VM, PyPI, empty pip cache): 2.6 GB download, 4.6 GB on disk, 1.5-2.5 min.
@@ -13,6 +14,7 @@ cd "$(dirname "$0")/.."
 VENV=${KVLAB_HF_VENV:-.venv-hf}
 TORCH=torch==2.15.0
 OTHERS=(transformers==5.23.0 h5py==3.16.0 pytest==9.2.0)
+OTHERS+=(pandas==3.1.1 matplotlib==3.11.2)  # docs/PYTHON.md's walk-through (tests/python/test_py_walkthrough.py)
 STAMP="$VENV/.kvlab-hf-env"
 WANT="$TORCH ${OTHERS[*]} (no triton)"
 

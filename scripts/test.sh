@@ -9,5 +9,8 @@ scripts/build.sh
 if [ "${KVLAB_SKIP_HF:-0}" != 1 ]; then
   scripts/hf_env.sh || echo "test.sh: could not set up .venv-hf; the capture hook test will be skipped" >&2
 fi
-cd build
-ctest --output-on-failure -j"$(nproc)" --timeout 600
+(cd build && ctest --output-on-failure -j"$(nproc)" --timeout 600)
+# `pip install .` of the Python package, once, and its tests on the installed copy (KVLAB_SKIP_PIP=1 skips).
+if [ "${KVLAB_SKIP_PIP:-0}" != 1 ]; then
+  scripts/pip_check.sh
+fi

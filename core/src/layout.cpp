@@ -58,6 +58,18 @@ PackedLayout make_layout(const std::vector<int64_t>& shape, const QuantizerSpec&
 
 PackedLayout layout_of(const QuantizedTensor& q) { return make_layout(q.shape, q.spec); }
 
+PartShapes part_shapes(const QuantizedTensor& q) {
+  const PackedLayout lo = layout_of(q);
+  auto lead = [&](std::initializer_list<int64_t> tail) {
+    std::vector<int64_t> s(q.shape.begin(), q.shape.end() - 2);
+    s.insert(s.end(), tail);
+    return s;
+  };
+  if (lo.boost)
+    return {{lo.codes_bytes()}, {lo.high_bytes()}, lead({lo.groups, lo.D}), lead({lo.groups, lo.D})};
+  return {lead({lo.rows(), lo.row_bytes}), {}, {}, lead({lo.rows(), lo.groups})};
+}
+
 PackedLayout check_input(const TensorView& x, const QuantizerSpec& spec, const std::string& who) {
   const PackedLayout lo = make_layout_checked(x.shape, spec, who);
   check_finite(x, who + ": input");

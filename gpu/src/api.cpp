@@ -255,21 +255,45 @@ void download(const DeviceQuant& d, QuantizedTensor& q) {
 
 }  // namespace
 
+namespace {
+
+// Runs the quantize kernels on `in` (the input in device memory, padded by 16 bytes: the kernels'
+// vector loads may read past the end) and downloads the result into q.
+QuantizedTensor run_and_download(QuantizedTensor q, const DeviceBuffer& in, DType dtype,
+                                 const KernelConfig& cfg, std::string* variant) {
+  const DevFormat f = make_format(q);
+  DeviceQuant d(f);
+  const char* v = run_quantize(f, in.p, dtype == DType::F16 ? InType::F16 : InType::F32, d.view(), 0, cfg);
+  cuda_check(cudaDeviceSynchronize(), "quantize");
+  if (variant) *variant = v;
+  throw_on_overflow(d, q.spec);
+  download(d, q);
+  return q;
+}
+
+}  // namespace
+
 QuantizedTensor quantize(const TensorView& x, const QuantizerSpec& spec, const KernelConfig& cfg,
                          std::string* variant) {
   QuantizedTensor q = quantized_header(x, spec);
-  const DevFormat f = make_format(q);
-  DeviceQuant d(f);
-  const int64_t n = x.numel();
-  const int64_t esize = x.dtype == DType::F16 ? 2 : 4;
-  DeviceBuffer in(n * esize + 16);
-  cuda_check(cudaMemcpy(in.p, x.data, n * esize, cudaMemcpyHostToDevice), "cudaMemcpy");
-  const char* v = run_quantize(f, in.p, x.dtype == DType::F16 ? InType::F16 : InType::F32, d.view(), 0, cfg);
-  cuda_check(cudaDeviceSynchronize(), "quantize");
-  if (variant) *variant = v;
-  throw_on_overflow(d, spec);
-  download(d, q);
-  return q;
+  const int64_t bytes = x.numel() * (x.dtype == DType::F16 ? 2 : 4);
+  DeviceBuffer in(bytes + 16);
+  cuda_check(cudaMemcpy(in.p, x.data, bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
+  return run_and_download(std::move(q), in, x.dtype, cfg, variant);
+}
+
+QuantizedTensor quantize_device_input(const TensorView& x, const QuantizerSpec& spec, const KernelConfig& cfg,
+                                      std::string* variant) {
+  QuantizedTensor q;
+  q.spec = spec;
+  q.shape = x.shape;
+  const PackedLayout lo = make_layout(x.shape, spec);  // core's shape checks; finiteness is the caller's
+  q.group = lo.G;
+  q.boost_k = lo.k;
+  const int64_t bytes = x.numel() * (x.dtype == DType::F16 ? 2 : 4);
+  DeviceBuffer in(bytes + 16);
+  cuda_check(cudaMemcpy(in.p, x.data, bytes, cudaMemcpyDeviceToDevice), "cudaMemcpy");
+  return run_and_download(std::move(q), in, x.dtype, cfg, variant);
 }
 
 std::vector<float> dequantize(const QuantizedTensor& q, const KernelConfig& cfg) {

@@ -28,6 +28,8 @@ struct DumpWriter::Impl {
   bool committed = false;
 
   [[noreturn]] void fail(const std::string& what) const { throw std::runtime_error(path + ": " + what); }
+  // The caller's arguments or values are wrong (not the file): invalid_argument, as everywhere.
+  [[noreturn]] void refuse(const std::string& what) const { throw std::invalid_argument(path + ": " + what); }
   void write_root_attributes();
   void write_dataset(const std::string& name, const void* data, hid_t type,
                      const std::vector<int64_t>& shape);
@@ -137,14 +139,15 @@ DumpWriter::~DumpWriter() {
 void DumpWriter::write(int64_t layer, Role role, const TensorView& x) {
   Impl& m = *impl_;
   const std::string name = detail::dataset_path(layer, role);
-  if (m.committed) m.fail("write of " + name + " after commit");
+  if (m.committed) m.refuse("write of " + name + " after commit");
   if (layer < 0 || layer >= m.info.num_layers)
-    m.fail("layer " + std::to_string(layer) + " out of range [0, " + std::to_string(m.info.num_layers) + ")");
+    m.refuse("layer " + std::to_string(layer) + " out of range [0, " + std::to_string(m.info.num_layers) +
+             ")");
   if (role == Role::KPreRope && !m.info.has_k_pre_rope)
-    m.fail("k_pre_rope given but info.has_k_pre_rope is false");
+    m.refuse("k_pre_rope given but info.has_k_pre_rope is false");
   if (x.shape != m.info.shape(role))
-    m.fail(name + " has shape " + shape_string(x.shape) + ", expected " + shape_string(m.info.shape(role)));
-  if (!m.written.insert({layer, role}).second) m.fail(name + " written twice");
+    m.refuse(name + " has shape " + shape_string(x.shape) + ", expected " + shape_string(m.info.shape(role)));
+  if (!m.written.insert({layer, role}).second) m.refuse(name + " written twice");
   check_finite(x, m.path + ": " + name);
 
   const int64_t n = x.numel();
@@ -165,8 +168,8 @@ void DumpWriter::write(int64_t layer, Role role, const TensorView& x) {
         detail::float_to_half_n(src, bits.data(), n);
         for (int64_t i = 0; i < n; ++i)
           if ((bits[i] & 0x7C00u) == 0x7C00u)
-            m.fail(name + ": value " + std::to_string(src[i]) + " at flat index " + std::to_string(i) +
-                   " overflows float16 (the dump's dtype)");
+            m.refuse(name + ": value " + std::to_string(src[i]) + " at flat index " + std::to_string(i) +
+                     " overflows float16 (the dump's dtype)");
       }
       Id t = h5::half_type();
       m.write_dataset(name, bits.data(), t.get(), x.shape);

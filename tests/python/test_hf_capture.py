@@ -1,4 +1,4 @@
-"""Tests of kvlab_capture (models/python): capture tiny randomly initialised transformers
+"""Tests of kvlab.capture (bindings/python/kvlab/capture): capture tiny randomly initialised transformers
 models (no downloads), then check the dump with h5py against the model's own numbers.
 
     pytest tests/python/test_hf_capture.py        # or, without pytest:
@@ -16,7 +16,7 @@ import traceback
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "models" / "python"))
+sys.path.insert(0, str(REPO / "bindings" / "python"))  # kvlab.capture needs no compiled module
 
 pytest = None
 if __name__ != "__main__":  # run as a script, the plain runner at the end handles skips itself
@@ -56,8 +56,8 @@ if not hasattr(transformers, "AttentionInterface"):
     print(f"SKIP: transformers {transformers.__version__} predates AttentionInterface (needs >= 4.51)")
     sys.exit(77)
 
-from kvlab_capture import DumpWriter, capture  # noqa: E402
-from kvlab_capture import hook  # noqa: E402
+from kvlab.capture import DumpWriter, capture  # noqa: E402
+from kvlab.capture import hook  # noqa: E402
 
 
 def params(name, values):
@@ -346,8 +346,8 @@ def test_command_line_generates_then_captures(tmp_path):
     tok = _save_tiny_checkpoint(tmp_path / "ckpt")
     out = tmp_path / "cli.h5"
     prompt = "w5 w9 w17 w33 w65"
-    env = dict(os.environ, PYTHONPATH=str(REPO / "models" / "python"), HF_HUB_OFFLINE="1")
-    cmd = [sys.executable, "-m", "kvlab_capture", "--model", str(tmp_path / "ckpt"), "--prompt", prompt,
+    env = dict(os.environ, PYTHONPATH=str(REPO / "bindings" / "python"), HF_HUB_OFFLINE="1")
+    cmd = [sys.executable, "-m", "kvlab.capture", "--model", str(tmp_path / "ckpt"), "--prompt", prompt,
            "--max-new-tokens", "4", "--out", str(out), "--device", "cpu", "--store-pre-rope"]
     run = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
@@ -356,7 +356,7 @@ def test_command_line_generates_then_captures(tmp_path):
         ids = f["token_ids"][()]
         assert len(prompt_ids) < len(ids) <= len(prompt_ids) + 4 and list(ids[:len(prompt_ids)]) == prompt_ids
         assert f.attrs["num_tokens"] == len(ids) and f["layers/1/k_pre_rope"].shape == (2, len(ids), 16)
-        assert f.attrs["source"].startswith("python3 -m kvlab_capture --model")
+        assert f.attrs["source"].startswith("python3 -m kvlab.capture --model")
         assert f.attrs["text"].startswith(prompt)
         model = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "ckpt").eval()
         with torch.no_grad():  # the dump is one uncached forward over the final sequence

@@ -42,6 +42,14 @@ constexpr uint8_t kNotBoosted = 0xFF;
 // uint8 index can name.
 PackedLayout make_layout(const std::vector<int64_t>& shape, const QuantizerSpec& spec);
 PackedLayout layout_of(const QuantizedTensor& q);
+
+// The shapes under which the parts are handed out (`kvlab quantize`'s .npz, the Python
+// package): the input's leading dims, then plain: codes (R, row bytes), scale/zero (R, groups);
+// boost: codes and high flat (bytes), boost_index and scale/zero (P, D).
+struct PartShapes {
+  std::vector<int64_t> codes, high, boost_index, params;
+};
+PartShapes part_shapes(const QuantizedTensor& q);
 // make_layout's checks, then finite input values (`who` prefixes the messages); the layout.
 PackedLayout check_input(const TensorView& x, const QuantizerSpec& spec, const std::string& who = "quantize");
 

@@ -23,6 +23,12 @@ std::string device_name();
 // KernelConfig. `variant` (optional) receives the kernel path that ran ("regs", "tile", ...).
 QuantizedTensor quantize(const TensorView& x, const QuantizerSpec& spec, const KernelConfig& cfg = {},
                          std::string* variant = nullptr);
+// quantize() of an input already in device memory: x.data points to numel(x.shape) contiguous
+// fp16/fp32 values on the current device (a torch CUDA tensor). The same checks of shape and
+// spec and the same bytes; the input's finiteness is the caller's to check (quantize() reads x
+// on the host for that). It is copied once on the device into a padded buffer.
+QuantizedTensor quantize_device_input(const TensorView& x, const QuantizerSpec& spec,
+                                      const KernelConfig& cfg = {}, std::string* variant = nullptr);
 std::vector<float> dequantize(const QuantizedTensor& q, const KernelConfig& cfg = {});
 std::vector<uint16_t> dequantize_half(const QuantizedTensor& q, const KernelConfig& cfg = {});
 std::vector<uint8_t> unpack_codes(const QuantizedTensor& q, const KernelConfig& cfg = {});

@@ -1,4 +1,4 @@
-"""python3 -m kvlab_capture --model ID_OR_DIR --prompt TEXT [--max-new-tokens N] --out DUMP.h5
+"""python3 -m kvlab.capture --model ID_OR_DIR --prompt TEXT [--max-new-tokens N] --out DUMP.h5
 
 With --max-new-tokens, the model first generates greedily (with its usual attention and KV
 cache), then one forward pass over the whole final sequence is captured: the dump holds every
@@ -10,7 +10,7 @@ import sys
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(prog="python3 -m kvlab_capture", description=__doc__.split("\n\n")[1])
+    p = argparse.ArgumentParser(prog="python3 -m kvlab.capture", description=__doc__.split("\n\n")[1])
     p.add_argument("--model", required=True, help="Hugging Face model id or local directory")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--prompt", help="prompt text")
@@ -52,7 +52,7 @@ def main(argv=None):
                                  do_sample=False, pad_token_id=tok.pad_token_id or tok.eos_token_id)
     text = None if args.no_text else tok.decode(ids[0])
     capture(model, ids, args.out, store_pre_rope=args.store_pre_rope, text=text, model_name=args.model,
-            deflate=args.deflate, source="python3 -m kvlab_capture " + shlex.join(argv))
+            deflate=args.deflate, source="python3 -m kvlab.capture " + shlex.join(argv))
     print(f"{args.out}: {model.config.num_hidden_layers} layers, {ids.shape[1]} tokens, {model.dtype}")
     return 0
 

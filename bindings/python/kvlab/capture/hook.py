@@ -23,13 +23,13 @@ def _previous_mask_function(*args, **kwargs):
     # additive float), so sliding windows and padding behave exactly as without capture.
     from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS
     if _session is None:
-        raise RuntimeError(f"the '{NAME}' attention mask was requested outside kvlab_capture.capture()")
+        raise RuntimeError(f"the '{NAME}' attention mask was requested outside kvlab.capture.capture()")
     return ALL_MASK_ATTENTION_FUNCTIONS[_session.previous](*args, **kwargs)
 
 
 def _attention(module, query, key, value, attention_mask, *args, **kwargs):
     if _session is None:
-        raise RuntimeError(f"attention implementation '{NAME}' called outside kvlab_capture.capture(); "
+        raise RuntimeError(f"attention implementation '{NAME}' called outside kvlab.capture.capture(); "
                            "set the model's attn_implementation back to 'sdpa' or 'eager'")
     _session.record(module, query, key, value)
     return _session.delegate(module)(module, query, key, value, attention_mask, *args, **kwargs)
@@ -40,7 +40,7 @@ def register():
     import transformers
     registry = getattr(transformers, "AttentionInterface", None)
     if registry is None:
-        raise RuntimeError(f"kvlab_capture needs transformers >= 4.51 (AttentionInterface); "
+        raise RuntimeError(f"kvlab.capture needs transformers >= 4.51 (AttentionInterface); "
                            f"installed: {transformers.__version__}")
     registry.register(NAME, _attention)
     try:  # transformers >= 4.53 builds masks per implementation name; older ones build a float mask
@@ -188,7 +188,7 @@ def capture(model, input_ids, out_path, *, store_pre_rope=False, text=None, mode
     writer_args = dict(
         path=out_path, num_tokens=ids.shape[1], text=text, token_ids=ids[0].cpu().numpy(), deflate=deflate,
         model=model_name or getattr(model.config, "_name_or_path", "") or model.config.model_type,
-        source=source or f"kvlab_capture.capture (transformers {transformers.__version__}, torch {torch.__version__})",
+        source=source or f"kvlab.capture.capture (transformers {transformers.__version__}, torch {torch.__version__})",
         **model_info(model))
     session = _Session(model, previous, writer_args, ids.shape[1], store_pre_rope)
     handles = session.hook_pre_rope() if store_pre_rope else []

@@ -1,9 +1,9 @@
-"""kvlab_capture: dump a Hugging Face transformers model's q, k, v into the kvlab HDF5 format.
+"""kvlab.capture: dump a Hugging Face transformers model's q, k, v into the kvlab HDF5 format.
 
-    from kvlab_capture import capture
+    from kvlab.capture import capture
     capture(model, input_ids, "dump.h5", text=prompt)
 
-or from the shell: python3 -m kvlab_capture --model ID_OR_DIR --prompt TEXT --out dump.h5
+or from the shell: python3 -m kvlab.capture --model ID_OR_DIR --prompt TEXT --out dump.h5
 (docs/DUMP_FORMAT.md, "Capturing a Hugging Face model").
 """
 from .writer import DumpWriter  # noqa: F401  (numpy + h5py only)
@@ -15,4 +15,4 @@ def capture(*args, **kwargs):
     return _capture(*args, **kwargs)
 
 
-capture.__doc__ = "See kvlab_capture.hook.capture."
+capture.__doc__ = "See kvlab.capture.hook.capture."

@@ -1,0 +1,71 @@
+"""kvlab.quantize (Python) against the C++ benchmark, side by side in one run: the same
+(32, 32768, 128) fp16 input size and presets as kvlab_bench_quantize (docs/PERFORMANCE.md),
+on the same thread count. Runs alternate (C++, Python, C++, ...) so machine noise hits both.
+
+    PYTHONPATH=build/bindings/python /usr/bin/python3 benchmarks/python_quantize.py \\
+        --bench build/benchmarks/kvlab_bench_quantize [--presets kivi-2/K,kitty/K] [--threads 2] [--reps 5]
+
+Prints per preset: C++ GB/s, Python GB/s (medians of the repetitions) and their ratio.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import time
+
+import numpy as np
+
+SHAPE = (32, 32768, 128)
+
+
+def cpp_rate(bench, name, threads, min_time):
+    """One Google Benchmark repetition of quantize/<name>/<threads>: GB/s of fp16 input."""
+    out = subprocess.run([bench, f"--benchmark_filter=^quantize/{name}/{threads}/", "--benchmark_format=json",
+                          f"--benchmark_min_time={min_time}"], capture_output=True, text=True, check=True).stdout
+    runs = [b for b in json.loads(out)["benchmarks"] if b.get("run_type") == "iteration"]
+    assert len(runs) == 1, f"{name}/{threads}: {len(runs)} runs"
+    return runs[0]["bytes_per_second"] / 1e9
+
+
+def py_rate(kvlab, x, spec, min_time):
+    """Calls of kvlab.quantize(x, spec) for at least min_time seconds: GB/s of fp16 input."""
+    kvlab.quantize(x, spec)  # warm-up, as Google Benchmark's first iteration
+    n, start = 0, time.perf_counter()
+    while True:
+        kvlab.quantize(x, spec)
+        n += 1
+        elapsed = time.perf_counter() - start
+        if elapsed >= min_time:
+            return n * x.nbytes / elapsed / 1e9
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--bench", required=True, help="kvlab_bench_quantize")
+    p.add_argument("--presets", default="kivi-2/K,kivi-2/V,kitty/K", help="preset/K|V, comma-separated")
+    p.add_argument("--threads", type=int, default=2, help="1 or 2 (the C++ benchmark's arguments)")
+    p.add_argument("--reps", type=int, default=5)
+    p.add_argument("--min-time", type=float, default=1.0, help="seconds per repetition")
+    a = p.parse_args()
+    os.environ["OMP_NUM_THREADS"] = str(a.threads)  # before the OpenMP runtime starts
+    import kvlab
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal(SHAPE, dtype=np.float32).astype(np.float16)
+    print(f"input {SHAPE} float16 ({x.nbytes / 1e6:.0f} MB), {a.threads} thread(s), {a.reps} alternating "
+          f"repetitions of >= {a.min_time} s; medians")
+    print(f"{'quantizer':12} {'spec':44} {'C++ GB/s':>9} {'Python GB/s':>12} {'Python/C++':>11}")
+    for name in a.presets.split(","):
+        preset, role = name.split("/")
+        m = kvlab.Method(preset)
+        spec = m.key_quantizer if role == "K" else m.value_quantizer
+        cpp, py = [], []
+        for _ in range(a.reps):
+            cpp.append(cpp_rate(a.bench, name, a.threads, a.min_time))
+            py.append(py_rate(kvlab, x, spec, a.min_time))
+        c, q = statistics.median(cpp), statistics.median(py)
+        print(f"{name:12} {spec:44} {c:9.3f} {q:12.3f} {q / c:11.3f}")
+
+
+if __name__ == "__main__":
+    main()
