@@ -15,6 +15,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <memory>
 #include <stdexcept>
 
 #include "../array_source.h"
@@ -34,6 +35,12 @@ std::string dtype_name(at::ScalarType t) {
     case at::kDouble: return "float64";
     default: return std::string("torch.") + c10::toString(t);
   }
+}
+
+std::string shape_text(const std::vector<int64_t>& v) {
+  std::string s = "(";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + ")";
 }
 
 class TorchSource final : public ArraySource {
@@ -64,6 +71,27 @@ class TorchSource final : public ArraySource {
     std::vector<float> out(count);
     std::memcpy(out.data(), part.data_ptr<float>(), count * sizeof(float));
     return out;
+  }
+
+  // torch.load refuses a tensor whose sizes and strides reach past its storage; pickle_load
+  // does not, and reading it would read other memory.
+  void check_storages() const {
+    for (const auto& [name, v] : entries_) {
+      if (!v.isTensor() || v.toTensor().numel() == 0) continue;
+      const at::Tensor& t = v.toTensor();
+      int64_t last = t.storage_offset();
+      bool bad = last < 0;
+      for (int64_t d = 0; d < t.dim() && !bad; ++d) {
+        int64_t step;
+        bad = t.stride(d) < 0 || __builtin_mul_overflow(t.size(d) - 1, t.stride(d), &step) ||
+              __builtin_add_overflow(last, step, &last);
+      }
+      const int64_t have = (int64_t)(t.storage().nbytes() / t.element_size());
+      if (bad || last >= have)
+        fail(where(name) + ": its sizes " + shape_text(t.sizes().vec()) + ", strides " +
+             shape_text(t.strides().vec()) + " and offset " + std::to_string(t.storage_offset()) +
+             " reach past its storage of " + std::to_string(have) + " elements (torch.load refuses it)");
+    }
   }
 
   std::optional<std::vector<int64_t>> integers(const std::string& name) const override {
@@ -193,5 +221,8 @@ extern "C" __attribute__((visibility("default"))) ArraySource* kvlab_open_torch_
     fail("'" + path + "' holds a " + root.tagKind() +
          "; expected a dict of tensors or a list of (q, k, v) tuples");
   }
-  return new TorchSource(path, std::move(entries), std::move(labels));
+  auto* src = new TorchSource(path, std::move(entries), std::move(labels));
+  std::unique_ptr<TorchSource> owner(src);
+  src->check_storages();
+  return owner.release();
 }
