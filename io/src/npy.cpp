@@ -24,7 +24,11 @@ size_t NpyArray::item_size() const {
 
 int64_t NpyArray::numel() const {
   int64_t n = 1;
-  for (auto d : shape) n *= d;
+  for (auto d : shape)
+    if (d == 0) return 0;
+  for (auto d : shape)
+    if (d < 0 || __builtin_mul_overflow(n, d, &n))
+      throw std::runtime_error("npy: shape " + shape_string(shape) + " has no valid element count");
   return n;
 }
 

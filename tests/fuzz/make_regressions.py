@@ -29,10 +29,14 @@ def npy_bytes(shape, descr="<f2", data=b"\0" * 64):
     return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode() + data
 
 
+def entry(name):
+    return zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))  # the same bytes on every run
+
+
 def npz(path, members):
     with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as z:
         for name, data in members.items():
-            z.writestr(name + ".npy", data)
+            z.writestr(entry(name + ".npy"), data)
 
 
 # (5, 8, 2^59, 8): the element count wraps to 0 in 64 bits (gather_scaled, token_slice SIGSEGV).
@@ -59,7 +63,7 @@ with open(out("zip", "member_claims_4gb.zip"), "wb") as f:
 # The same claim on a deflated member.
 with io.BytesIO() as b:
     with zipfile.ZipFile(b, "w", zipfile.ZIP_DEFLATED) as zz:
-        zz.writestr("q.npy", npy_bytes("(4,)"))
+        zz.writestr(entry("q.npy"), npy_bytes("(4,)"), zipfile.ZIP_DEFLATED)
     z = bytearray(b.getvalue())
 cd = z.rfind(b"PK\x01\x02")
 z[cd + 24:cd + 28] = struct.pack("<I", 0xFFFFFFF0)
@@ -129,3 +133,21 @@ with open(out("tokenizer", "short.tok"), "wb") as f:
     f.write(struct.pack("<i", 16) + struct.pack("<fi", 0.0, 1) + b"a")
 with open(out("llama2c", "zero_header.bin"), "wb") as f:
     f.write(b"\0" * 28)
+
+
+# torch.save files: stacked.pt with its pickle patched (and the ZIP rewritten, CRCs fresh).
+def patched_pt(name, old, new):
+    src = zipfile.ZipFile(os.path.join(HERE, "..", "data", "torch", "stacked.pt"))
+    with zipfile.ZipFile(out("dump", name), "w", zipfile.ZIP_STORED) as z:
+        for n in src.namelist():
+            d = src.read(n)
+            if n.endswith("data.pkl"):
+                assert d.count(old) >= 1
+                d = d.replace(old, new, 1)
+            z.writestr(entry(n), d)
+
+
+# q's strides (80, 20, 4, 1) -> (200, ...): past its 160-element storage (torch.load refuses it).
+patched_pt("pt_strides_past_storage.pt", b"K\x50K\x14K\x04K\x01t", b"K\xc8K\x14K\x04K\x01t")
+# q's storage claims 240 elements; its record holds 160 (read past the buffer: other numbers each run).
+patched_pt("pt_storage_longer_than_record.pt", b"X\x03\x00\x00\x00cpuq\x06K\xa0", b"X\x03\x00\x00\x00cpuq\x06K\xf0")

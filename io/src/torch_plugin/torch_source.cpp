@@ -6,14 +6,15 @@
 //
 // Accepted (docs/DUMP_FORMAT.md): a dict with string keys (the names of named_dump.h), or a
 // list or tuple of per-layer tuples (q, k, v) or (q, k, v, k_pre_rope), named layers/<i>/<role>.
-// Not lazy: pickle_load reads the whole file; the tensors stay in memory in their saved dtype
+// Not lazy: libtorch reads the whole file; the tensors stay in memory in their saved dtype
 // (about the file's size; twice that while loading) and read() converts one slice to fp32.
 #include <ATen/ATen.h>
-#include <torch/csrc/jit/serialization/pickle.h>
+#include <caffe2/serialize/inline_container.h>
+#include <torch/csrc/jit/serialization/import_read.h>
+#include <torch/csrc/jit/serialization/storage_context.h>
+#include <torch/csrc/jit/serialization/unpickler.h>
 
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -179,12 +180,23 @@ std::map<std::string, c10::IValue> from_layer_list(const std::string& path,
   return out;
 }
 
+// pickle_load's steps, with a storage context that keeps each storage by its key: the pickle
+// states a storage's size, the record holds its bytes, and libtorch does not compare them.
 c10::IValue load(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) fail("'" + path + "': cannot open file");
-  const std::vector<char> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   try {
-    return torch::jit::pickle_load(bytes);
+    caffe2::serialize::PyTorchStreamReader reader(path);
+    auto storages = std::make_shared<torch::jit::DeserializationStorageContext>();
+    c10::IValue root = torch::jit::readArchiveAndTensors("data", "", "", c10::nullopt, c10::nullopt, c10::nullopt,
+                                                         reader, torch::jit::Unpickler::defaultTypeParser, storages);
+    for (const std::string& record : reader.getAllRecords()) {
+      if (record.rfind("data/", 0) != 0 || !storages->hasStorage(record.substr(5))) continue;
+      const size_t claimed = storages->getStorage(record.substr(5)).nbytes();
+      const size_t held = std::get<1>(reader.getRecord(record));
+      if (claimed > held)
+        fail("'" + path + "' storage '" + record + "' holds " + std::to_string(held) + " bytes but its pickle says " +
+             std::to_string(claimed) + " (corrupt file; torch.load refuses it)");
+    }
+    return root;
   } catch (const c10::Error& e) {
     std::string why = e.what_without_backtrace();
     if (why.find("'CUDA' backend") != std::string::npos)  // libtorch lists every backend after it
