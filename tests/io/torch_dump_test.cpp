@@ -178,7 +178,7 @@ std::string broken_pickle(const kvtest::TempDir& dir, bool fix_crc) {
     const size_t local = at - b.begin() - 30;
     const auto central = std::search(pkl, b.end(), name.begin(), name.end()) - b.begin() - 46;
     const size_t size = le(central + 20, 4);  // the directory's: the local header may hold zeros
-    uint32_t crc = 0xffffffffu;  // CRC-32 (IEEE), bit by bit
+    uint32_t crc = 0xffffffffu;               // CRC-32 (IEEE), bit by bit
     for (size_t i = 0; i < size; ++i) {
       crc ^= (uint8_t)pkl[i];
       for (int k = 0; k < 8; ++k) crc = crc >> 1 ^ (0xedb88320u & (0u - (crc & 1)));

@@ -186,15 +186,17 @@ c10::IValue load(const std::string& path) {
   try {
     caffe2::serialize::PyTorchStreamReader reader(path);
     auto storages = std::make_shared<torch::jit::DeserializationStorageContext>();
-    c10::IValue root = torch::jit::readArchiveAndTensors("data", "", "", c10::nullopt, c10::nullopt, c10::nullopt,
-                                                         reader, torch::jit::Unpickler::defaultTypeParser, storages);
+    c10::IValue root =
+        torch::jit::readArchiveAndTensors("data", "", "", c10::nullopt, c10::nullopt, c10::nullopt, reader,
+                                          torch::jit::Unpickler::defaultTypeParser, storages);
     for (const std::string& record : reader.getAllRecords()) {
       if (record.rfind("data/", 0) != 0 || !storages->hasStorage(record.substr(5))) continue;
       const size_t claimed = storages->getStorage(record.substr(5)).nbytes();
       const size_t held = std::get<1>(reader.getRecord(record));
       if (claimed > held)
-        fail("'" + path + "' storage '" + record + "' holds " + std::to_string(held) + " bytes but its pickle says " +
-             std::to_string(claimed) + " (corrupt file; torch.load refuses it)");
+        fail("'" + path + "' storage '" + record + "' holds " + std::to_string(held) +
+             " bytes but its pickle says " + std::to_string(claimed) +
+             " (corrupt file; torch.load refuses it)");
     }
     return root;
   } catch (const c10::Error& e) {
