@@ -1,11 +1,13 @@
 #include "kvlab/codebook_file.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <stdexcept>
 
 #include "h5_util.h"
+#include "isolate.h"
 
 namespace kvlab {
 
@@ -62,6 +64,7 @@ std::vector<T> read_dataset(hid_t file, const std::string& name, hid_t mem_type,
     throw std::runtime_error(where + ": dataset /" + name + " has shape (" + g +
                              ") but the attributes say (" + w + ")");
   }
+  h5::check_storage(ds.get(), sizeof(T), where + ": dataset /" + name);  // before the allocation
   int64_t n = 1;
   for (auto v : want) n *= v;
   std::vector<T> out(n);
@@ -116,10 +119,14 @@ void write_codebook_file(const std::string& path, const CodebookFile& f) {
   }
 }
 
-CodebookFile read_codebook_file(const std::string& path) {
-  h5::silence_errors();
-  const std::string where = "codebook file '" + path + "'";
-  if (access(path.c_str(), R_OK) != 0) throw std::runtime_error(where + ": cannot open");
+std::string vq_spec_text(int64_t vec, int64_t bits, int64_t stages) {
+  if (stages == 1) return "CQ-" + std::to_string(vec) + "c" + std::to_string(bits) + "b";
+  return "VQ<" + std::to_string(vec) + "," + std::to_string(bits) + "," + std::to_string(stages) + ">";
+}
+
+namespace {
+
+CodebookFile read_unisolated(const std::string& path, const std::string& where) {
   if (H5Fis_hdf5(path.c_str()) <= 0) throw std::runtime_error(where + ": not an HDF5 file");
   Id file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
   if (!file.valid()) throw std::runtime_error(where + ": cannot open");
@@ -144,11 +151,17 @@ CodebookFile read_codebook_file(const std::string& path) {
   f.reordered = need("reordered") != 0;
   f.model = h5::read_string_attr(r, "model", where).value_or("");
   f.source = h5::read_string_attr(r, "source", where).value_or("");
-  if (f.vec < 1 || f.bits < 1 || f.bits > 8 || f.stages < 1 || f.head_dim % f.vec != 0 || f.num_layers < 1 ||
-      f.num_kv_heads < 1)
+  if (f.vec < 1 || f.vec > 4096 || f.bits < 1 || f.bits > 8 || f.stages < 1 || f.stages > 8 ||
+      f.head_dim < 1 || f.head_dim % f.vec != 0 || f.num_layers < 1 || f.num_kv_heads < 1 ||
+      f.first_layer < 0)
     throw std::runtime_error(where + ": inconsistent attributes (vec " + std::to_string(f.vec) + ", bits " +
                              std::to_string(f.bits) + ", stages " + std::to_string(f.stages) + ", head_dim " +
                              std::to_string(f.head_dim) + ")");
+  // The spec is what vq/ parses; the attributes size the arrays: they must agree.
+  if (f.spec != vq_spec_text(f.vec, f.bits, f.stages))
+    throw std::runtime_error(where + ": spec '" + f.spec + "' disagrees with the attributes vec " +
+                             std::to_string(f.vec) + ", bits " + std::to_string(f.bits) + ", stages " +
+                             std::to_string(f.stages) + " (" + vq_spec_text(f.vec, f.bits, f.stages) + ")");
   const std::string roles = h5::read_string_attr(r, "roles", where).value_or("");
   for (size_t a = 0; a < roles.size();) {
     size_t b = roles.find(',', a);
@@ -157,6 +170,9 @@ CodebookFile read_codebook_file(const std::string& path) {
     a = b + 1;
   }
   if (f.roles.empty()) throw std::runtime_error(where + ": attribute roles is empty");
+  for (size_t i = 0; i < f.roles.size(); ++i)
+    if ((f.roles[i] != "k" && f.roles[i] != "v") || f.role_index(f.roles[i]) != (int64_t)i)
+      throw std::runtime_error(where + ": attribute roles '" + roles + "' must be k, v or k,v");
   const int64_t K = (int64_t)1 << f.bits;
   for (const auto& role : f.roles) {
     f.books.push_back(read_dataset<float>(r, role + "/codebooks", H5T_NATIVE_FLOAT,
@@ -169,6 +185,18 @@ CodebookFile read_codebook_file(const std::string& path) {
                           : std::vector<int64_t>{});
   }
   return f;
+}
+
+}  // namespace
+
+CodebookFile read_codebook_file(const std::string& path) {
+  h5::silence_errors();
+  const std::string where = "codebook file '" + path + "'";
+  if (access(path.c_str(), R_OK) != 0) throw std::runtime_error(where + ": cannot open");
+  struct stat st;
+  const uint64_t bytes = stat(path.c_str(), &st) == 0 ? (uint64_t)st.st_size : 0;
+  detail::run_isolated([&] { read_unisolated(path, where); }, where, detail::isolated_cpu_budget(bytes));
+  return read_unisolated(path, where);
 }
 
 }  // namespace kvlab

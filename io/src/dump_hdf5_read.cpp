@@ -10,6 +10,7 @@
 #include "dump_hdf5_layout.h"
 #include "h5_parallel_read.h"
 #include "h5_util.h"
+#include "isolate.h"
 #include "readers.h"
 
 namespace kvlab::detail {
@@ -100,6 +101,7 @@ void Hdf5Dump::read_metadata() {
     const hssize_t n = H5Sget_simple_extent_npoints(space.get());
     if (H5Sget_simple_extent_ndims(space.get()) != 1 || n != info_.tokens)
       fail("/token_ids must have shape (" + std::to_string(info_.tokens) + ",)");
+    h5::check_storage(ds.get(), 4, path_ + ": /token_ids");
     info_.token_ids.resize(n);
     if (H5Dread(ds.get(), H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, info_.token_ids.data()) < 0)
       fail("cannot read /token_ids");
@@ -127,6 +129,7 @@ Stored Hdf5Dump::check_dataset(int64_t layer, Role role) const {
   Id type(H5Dget_type(ds.get()));
   const H5T_class_t cls = H5Tget_class(type.get());
   const size_t size = H5Tget_size(type.get());
+  h5::check_storage(ds.get(), size, path_ + ": " + name);
   const std::string tag = h5::read_string_attr(ds.get(), "dtype", path_ + ": " + name).value_or("");
   if (cls == H5T_FLOAT && size == 4) return Stored::F32;
   if (h5::is_half_type(type.get())) return Stored::F16;
@@ -177,6 +180,9 @@ Tensor Hdf5Dump::load(int64_t layer, Role role, int64_t head) const {
 }  // namespace
 
 std::unique_ptr<DumpReader> open_hdf5_dump(const std::string& path) {
+  struct stat st;
+  const uint64_t bytes = stat(path.c_str(), &st) == 0 ? (uint64_t)st.st_size : 0;
+  run_isolated([&] { Hdf5Dump probe(path); }, path, isolated_cpu_budget(bytes));
   return std::make_unique<Hdf5Dump>(path);
 }
 

@@ -21,9 +21,13 @@ namespace {
 
 [[noreturn]] void fail(const std::string& msg) { throw std::runtime_error(msg); }
 
+// Every member's CRC is checked when the archive is opened (one streaming pass), so slices read
+// later are known good and every command (info, eval, ...) accepts or rejects the same files.
 class NpzSource final : public NumpySource {
  public:
-  explicit NpzSource(const std::string& path) : npz_(path) {}
+  explicit NpzSource(const std::string& path) : npz_(path) {
+    for (const auto& name : npz_.names()) npz_.verify(name);
+  }
   const std::string& path() const override { return npz_.path(); }
   std::vector<std::string> names() const override { return npz_.names(); }
   std::string where(const std::string& name) const override { return npz_.where(name); }
@@ -67,9 +71,8 @@ class NpyDirSource final : public NumpySource {
     in.read(reinterpret_cast<char*>(head.data()), (std::streamsize)head.size());
     head.resize((size_t)in.gcount());
     const NpyHeader h = parse_npy_header(head.data(), head.size(), where(name));
-    uint64_t n = h.item_size;
-    for (int64_t d : h.shape) n *= (uint64_t)d;
-    const uint64_t have = fs::file_size(f) - h.data_offset;
+    const uint64_t n = h.data_bytes, size = fs::file_size(f);
+    const uint64_t have = size - std::min<uint64_t>(size, h.data_offset);
     if (have < n)
       fail(where(name) + ": truncated .npy data: shape " + shape_string(h.shape) + " needs " +
            std::to_string(n) + " bytes, the file holds " + std::to_string(have));

@@ -2,6 +2,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <new>
 #include <stdexcept>
 
 #include "kvlab/dump.h"
@@ -28,9 +29,7 @@ bool is_torch_zip(const std::string& path) {
   return false;
 }
 
-}  // namespace
-
-std::unique_ptr<DumpReader> open_dump(const std::string& path) {
+std::unique_ptr<DumpReader> open_by_content(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (path.empty()) fail(std::string("no dump path given; ") + kFormats);
@@ -55,6 +54,19 @@ std::unique_ptr<DumpReader> open_dump(const std::string& path) {
          kFormats);
   fail("'" + path + "': unknown format (" + (n == 0 ? std::string("empty file") : "not HDF5, ZIP or .npy") +
        "); " + kFormats);
+}
+
+}  // namespace
+
+std::unique_ptr<DumpReader> open_dump(const std::string& path) {
+  // The readers check sizes before allocating; should one still fail, the message names the file.
+  try {
+    return open_by_content(path);
+  } catch (const std::bad_alloc&) {
+    fail("'" + path + "': out of memory while opening it");
+  } catch (const std::length_error& e) {
+    fail("'" + path + "': a size in the file is too large (" + e.what() + ")");
+  }
 }
 
 }  // namespace kvlab

@@ -8,8 +8,10 @@
 #include <stdexcept>
 
 #include "array_source.h"
+#include "isolate.h"
 #include "named_dump.h"
 #include "readers.h"
+#include "zip_read.h"
 
 namespace kvlab::detail {
 
@@ -48,7 +50,19 @@ OpenFn load_plugin(const std::string& path) {
 
 std::unique_ptr<DumpReader> open_torch_dump(const std::string& path) {
 #ifdef KVLAB_TORCH_PLUGIN
-  std::shared_ptr<const ArraySource> src(load_plugin(path)(path));
+  // libtorch checks no CRC and trusts the pickle's sizes: kvlab checks every member's CRC, then
+  // lets libtorch parse the file in a child process (memory: 64 MiB plus 4 times the file, as
+  // the tensors are held in memory) before it parses it here.
+  const ZipArchive zip(path);
+  uint64_t bytes = 0;
+  for (const ZipEntry& e : zip.entries()) {
+    zip.verify(e);
+    bytes += e.size;
+  }
+  const OpenFn open = load_plugin(path);
+  run_isolated([&] { delete open(path); }, "'" + path + "'", isolated_cpu_budget(bytes) * 4,
+               (64ull << 20) + 4 * bytes);
+  std::shared_ptr<const ArraySource> src(open(path));
   return make_named_array_dump(std::move(src), "torch.save file");
 #else
   throw std::runtime_error(

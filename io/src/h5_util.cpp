@@ -107,11 +107,35 @@ std::optional<std::string> read_string_attr(hid_t obj, const char* name, const s
     return s;
   }
   const size_t n = H5Tget_size(t.get());
+  if (n == 0 || n > (1u << 20))  // a size from the file: checked before it is allocated
+    throw std::runtime_error(where + ": attribute '" + name + "' claims a string of " + std::to_string(n) +
+                             " bytes (at most 1 MiB is read)");
   std::string s(n, '\0');
   if (H5Aread(a.get(), t.get(), s.data()) < 0)
     throw std::runtime_error(where + ": cannot read attribute '" + name + "'");
   s.resize(s.find('\0') == std::string::npos ? n : s.find('\0'));  // fixed strings may be NUL-padded
   return s;
+}
+
+void check_storage(hid_t ds, size_t elem_bytes, const std::string& where) {
+  Id space(H5Dget_space(ds));
+  const int rank = H5Sget_simple_extent_ndims(space.get());
+  if (rank < 0 || rank > 32) throw std::runtime_error(where + ": unreadable dataspace");
+  std::vector<hsize_t> dims(rank);
+  if (rank > 0 && H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr) < 0)
+    throw std::runtime_error(where + ": unreadable dataspace");
+  uint64_t claimed = elem_bytes;
+  for (hsize_t d : dims)
+    if (__builtin_mul_overflow(claimed, (uint64_t)d, &claimed))
+      throw std::runtime_error(where + ": its shape's byte count overflows");
+  Id dcpl(H5Dget_create_plist(ds));
+  const bool filtered = H5Pget_layout(dcpl.get()) == H5D_CHUNKED && H5Pget_nfilters(dcpl.get()) > 0;
+  const uint64_t stored = H5Dget_storage_size(ds);
+  const uint64_t most = filtered ? (stored > UINT64_MAX / 2048 ? UINT64_MAX : stored * 2048) : stored;
+  if (claimed > most)
+    throw std::runtime_error(where + ": its shape claims " + std::to_string(claimed) +
+                             " bytes but the file stores " + std::to_string(stored) +
+                             (filtered ? " compressed" : "") + " (truncated or corrupt file?)");
 }
 
 bool link_exists(hid_t file, const std::string& path) {

@@ -53,4 +53,9 @@ std::optional<std::string> read_string_attr(hid_t obj, const char* name, const s
 
 bool link_exists(hid_t file, const std::string& path);  // every component checked
 
+// Throws (naming `where`) when the dataset's shape claims more bytes than its storage can
+// hold: all of them when unfiltered, 2048 times the stored bytes (deflate inflates at most
+// 1032-fold) when filtered. Run before anything of that size is allocated.
+void check_storage(hid_t ds, size_t elem_bytes, const std::string& where);
+
 }  // namespace kvlab::h5

@@ -16,6 +16,7 @@ namespace {
 
 constexpr Role kRoles[] = {Role::Q, Role::K, Role::V, Role::KPreRope};
 constexpr Role kRequired[] = {Role::Q, Role::K, Role::V};
+constexpr int64_t kMaxLayers = 1 << 16;  // models have hundreds; a bound on what a file can make us allocate
 constexpr const char* kAccepted =
     "accepted: stacked arrays q, k, v [, k_pre_rope] of shape (L, H, T, D), or per-layer arrays "
     "layers/<i>/<role> or layer_<i>_<role> of shape (H, T, D); see docs/DUMP_FORMAT.md";
@@ -79,6 +80,8 @@ Found inspect(const ArraySource& src, const std::string& name, size_t rank, cons
     fail(f.where + ": expected rank " + str((int64_t)rank) + " " + dims + ", found shape " +
          shape_string(m.shape) + (batch ? "; drop the leading batch dimension (x[0]) before saving" : ""));
   }
+  for (int64_t d : m.shape)
+    if (d <= 0) fail(f.where + ": shape " + shape_string(m.shape) + " has an empty dimension");
   f.full = m.shape;
   f.htd.assign(m.shape.end() - 3, m.shape.end());
   f.dtype = m.dtype;
@@ -253,6 +256,9 @@ int64_t layout_stacked(const ArraySource& src, const std::string& path, const Na
            layers_where + " has " + str(layers) + " (shape " + shape_string(layers_shape) + ")");
     all.emplace_back(role, std::move(f));
   }
+  if (layers > kMaxLayers)  // before the per-layer table is allocated
+    fail(layers_where + " has " + str(layers) + " layers (shape " + shape_string(layers_shape) +
+         "); kvlab reads at most " + str(kMaxLayers));
   slots.resize(layers);
   for (const auto& [role, f] : all) {
     const int64_t block = f.htd[0] * f.htd[1] * f.htd[2];
@@ -264,11 +270,11 @@ int64_t layout_stacked(const ArraySource& src, const std::string& path, const Na
 int64_t layout_per_layer(const ArraySource& src, const std::string& path, const NameIndex& x,
                          std::vector<std::pair<Role, Found>>& all, std::vector<LayerSlots>& slots) {
   const int64_t layers = x.per_layer.rbegin()->first.first + 1;  // map is ordered by layer
-  int64_t with_pre = 0;
-  for (int64_t l = 0; l < layers; ++l) with_pre += x.per_layer.count({l, Role::KPreRope});
-  const bool pre = with_pre > 0;
-  slots.resize(layers);
-  for (int64_t l = 0; l < layers; ++l)
+  bool pre = false;
+  for (const auto& [key, name] : x.per_layer) pre |= key.second == Role::KPreRope;
+  // Grown layer by layer: a name claiming layer 999999999 fails at the first missing layer.
+  for (int64_t l = 0; l < layers; ++l) {
+    slots.emplace_back();
     for (Role r : kRoles) {
       if (r == Role::KPreRope && !pre) continue;
       auto it = x.per_layer.find({l, r});
@@ -279,6 +285,7 @@ int64_t layout_per_layer(const ArraySource& src, const std::string& path, const 
       all.emplace_back(r, inspect(src, it->second, 3, "(H, T, D)"));
       slots[l][(int)r] = {it->second, 0};
     }
+  }
   return layers;
 }
 

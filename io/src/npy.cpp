@@ -2,28 +2,39 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <iterator>
 #include <stdexcept>
 
 #include "atomic_file.h"
+#include "checked.h"
 
 namespace kvlab {
 
 size_t NpyArray::item_size() const {
-  if (descr.size() < 3) throw std::runtime_error("npy: bad dtype '" + descr + "'");
+  // At most 6 digits: numpy's own dtypes are far smaller, and the product below cannot overflow.
+  const size_t digits = descr.size() - std::min<size_t>(descr.size(), 2);
+  if (descr.size() < 3 || digits > 6 || descr.find_first_not_of("0123456789", 2) != std::string::npos)
+    throw std::runtime_error("npy: bad dtype '" + descr + "'");
   const size_t n = (size_t)std::stoul(descr.substr(2));
   return descr[1] == 'U' ? 4 * n : n;  // '<U5': five UTF-32 code units
 }
 
 int64_t NpyArray::numel() const {
   int64_t n = 1;
-  for (auto d : shape) n *= d;
+  for (auto d : shape)
+    if (d == 0) return 0;
+  for (auto d : shape)
+    if (d < 0 || __builtin_mul_overflow(n, d, &n))
+      throw std::runtime_error("npy: shape " + shape_string(shape) + " has no valid element count");
   return n;
 }
 
 namespace {
+
+constexpr size_t kMaxNpyHeader = 1 << 20;  // numpy's own limit is 10000 bytes
 
 // `where` is already quoted: "'a.npy'" or "'a.npz' member 'q'".
 [[noreturn]] void fail_at(const std::string& where, const std::string& why) {
@@ -56,9 +67,10 @@ std::vector<int64_t> parse_shape(const std::string& s, const std::string& where)
   std::string num;
   for (size_t i = 1; i + 1 <= s.size(); ++i) {
     const char c = s[i];
-    if (c >= '0' && c <= '9')
+    if (c >= '0' && c <= '9') {
       num += c;
-    else if (c == ',' || c == ')') {
+      if (num.size() > 18) fail_at(where, "npy shape '" + s + "' has a dimension of more than 18 digits");
+    } else if (c == ',' || c == ')') {
       if (!num.empty()) {
         shape.push_back(std::stoll(num));
         num.clear();
@@ -97,6 +109,9 @@ NpyHeader parse_npy_header(const uint8_t* p, size_t n, const std::string& where)
     hstart = 12;
   } else
     fail_at(where, "unsupported .npy format version " + std::to_string(major));
+  if (hlen > kMaxNpyHeader)
+    fail_at(where,
+            "npy header of " + std::to_string(hlen) + " bytes (more than 1 MiB): not a numpy array file");
   if (n < hstart + hlen) fail_at(where, "truncated .npy header");
   const std::string h(p + hstart, p + hstart + hlen);
   NpyHeader out;
@@ -117,6 +132,7 @@ NpyHeader parse_npy_header(const uint8_t* p, size_t n, const std::string& where)
     fail_at(where, "npy dtype '" + out.descr + "' is not a fixed-size numeric type");
   }
   out.data_offset = hstart + hlen;
+  out.data_bytes = detail::checked_bytes(out.shape, out.item_size, where);
   return out;
 }
 
@@ -125,7 +141,7 @@ NpyArray parse_npy(const uint8_t* p, size_t n, const std::string& where) {
   NpyArray a;
   a.descr = h.descr;
   a.shape = h.shape;
-  const size_t need = (size_t)a.numel() * h.item_size, have = n - h.data_offset;
+  const uint64_t need = h.data_bytes, have = n - h.data_offset;
   if (have < need)
     fail_at(where, "truncated .npy data: shape needs " + std::to_string(need) + " bytes, file holds " +
                        std::to_string(have));
@@ -133,10 +149,38 @@ NpyArray parse_npy(const uint8_t* p, size_t n, const std::string& where) {
   return a;
 }
 
+size_t npy_header_size(const uint8_t* p, size_t n) {
+  if (n < 10 || std::memcmp(p, "\x93NUMPY", 6) != 0 || p[6] < 1 || p[6] > 3) return 0;
+  if (p[6] == 1) return 10 + (p[8] | (p[9] << 8));
+  return n < 12 ? 0 : 12 + (p[8] | (p[9] << 8) | (p[10] << 16) | ((size_t)p[11] << 24));
+}
+
 NpyArray read_npy(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   if (!f) fail(path, "cannot open file");
-  const std::vector<uint8_t> buf((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  // The header, then exactly the bytes it claims, read in pieces: memory follows what the file
+  // holds, so a file that never ends (/dev/zero) or claims too much fails without a big allocation.
+  std::vector<uint8_t> buf(12);
+  f.read(reinterpret_cast<char*>(buf.data()), 12);
+  buf.resize((size_t)f.gcount());
+  const size_t head = npy_header_size(buf.data(), buf.size());
+  if (head > kMaxNpyHeader)
+    fail(path, "npy header of " + std::to_string(head) + " bytes (more than 1 MiB): not a numpy array file");
+  if (head > buf.size()) {
+    const size_t have = buf.size();
+    buf.resize(head);
+    f.read(reinterpret_cast<char*>(buf.data() + have), (std::streamsize)(head - have));
+    buf.resize(have + (size_t)f.gcount());
+  }
+  const NpyHeader h = parse_npy_header(buf.data(), buf.size(), "'" + path + "'");
+  const uint64_t end = h.data_offset + h.data_bytes;
+  for (uint64_t at = buf.size(); at < end && f;) {
+    const uint64_t step = std::min<uint64_t>(end - at, 16u << 20);
+    buf.resize(at + step);
+    f.read(reinterpret_cast<char*>(buf.data() + at), (std::streamsize)step);
+    at += (uint64_t)f.gcount();
+    buf.resize(at);
+  }
   return parse_npy(buf.data(), buf.size(), "'" + path + "'");
 }
 

@@ -8,13 +8,11 @@
 namespace kvlab {
 
 namespace {
-// Bytes up to the end of the .npy header, from its first 12 bytes (magic, version, length);
-// when those are not a valid start, all of `n`, so that parse_npy_header reports the problem.
+// Bytes up to the end of the .npy header, from its first 12 bytes; when those are not a valid
+// start, or claim more than the member holds, all of `n`, so that parse_npy_header reports it.
 uint64_t header_end(const std::vector<uint8_t>& p, uint64_t n) {
-  if (p.size() < 12 || p[0] != 0x93) return n;
-  const uint64_t end = p[6] == 1 ? 10 + (p[8] | (p[9] << 8))
-                                 : 12 + (p[8] | (p[9] << 8) | (p[10] << 16) | ((uint64_t)p[11] << 24));
-  return std::min(end, n);
+  const uint64_t end = npy_header_size(p.data(), p.size());
+  return end == 0 ? n : std::min(end, n);
 }
 
 std::string strip_npy(const std::string& name) {
@@ -61,14 +59,11 @@ NpyHeader NpzReader::header(const std::string& name) const {
   const auto start = impl_->zip.read_range(e, 0, std::min<uint64_t>(e.size, 12));
   const auto head = impl_->zip.read_range(e, 0, header_end(start, e.size));
   NpyHeader h = parse_npy_header(head.data(), head.size(), where(name));
-  NpyArray probe;
-  probe.descr = h.descr;
-  probe.shape = h.shape;
-  const uint64_t need = h.data_offset + (uint64_t)probe.numel() * h.item_size;
-  if (e.size < need)
+  const uint64_t have = e.size - std::min<uint64_t>(e.size, h.data_offset);
+  if (have < h.data_bytes)
     throw std::runtime_error(where(name) + ": truncated .npy data: shape " + shape_string(h.shape) +
-                             " needs " + std::to_string(need - h.data_offset) + " bytes, the member holds " +
-                             std::to_string(e.size - std::min<uint64_t>(e.size, h.data_offset)));
+                             " needs " + std::to_string(h.data_bytes) + " bytes, the member holds " +
+                             std::to_string(have));
   return h;
 }
 
@@ -76,6 +71,8 @@ NpyArray NpzReader::read(const std::string& name) const {
   const auto bytes = impl_->zip.read(impl_->entry(name));
   return parse_npy(bytes.data(), bytes.size(), where(name));
 }
+
+void NpzReader::verify(const std::string& name) const { impl_->zip.verify(impl_->entry(name)); }
 
 std::vector<uint8_t> NpzReader::read_data(const std::string& name, uint64_t offset, uint64_t n) const {
   const NpyHeader h = header(name);

@@ -1,7 +1,9 @@
 // What .npz and .npy directories share: dtype names, fp32 conversion, metadata decoding.
 #include "numpy_source.h"
 
+#include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <stdexcept>
 
 #include "convert.h"
@@ -13,7 +15,9 @@ namespace {
 [[noreturn]] void fail(const std::string& msg) { throw std::runtime_error(msg); }
 
 bool is_integer(const std::string& d) {
-  return d.size() >= 3 && (d[1] == 'i' || d[1] == 'u') && (d[0] == '<' || d[0] == '|');
+  static const std::string sizes[] = {"1", "2", "4", "8"};  // what integer_at decodes
+  return d.size() == 3 && (d[1] == 'i' || d[1] == 'u') && (d[0] == '<' || d[0] == '|') &&
+         std::find(std::begin(sizes), std::end(sizes), d.substr(2)) != std::end(sizes);
 }
 
 int64_t integer_at(const NpyArray& a, int64_t i) {

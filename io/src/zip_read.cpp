@@ -31,6 +31,7 @@ uint64_t le(const uint8_t* p, int bytes) {
 std::vector<uint8_t> read_at(std::ifstream& f, const std::string& path, uint64_t offset, uint64_t n,
                              const char* what) {
   std::vector<uint8_t> buf(n);
+  if (n == 0) return buf;  // an empty directory; gcount() would still count the last read
   f.clear();
   f.seekg((std::streamoff)offset);
   if (n) f.read(reinterpret_cast<char*>(buf.data()), (std::streamsize)n);
@@ -104,7 +105,7 @@ ZipArchive::ZipArchive(const std::string& path) : path_(path) {
       cd_offset = le(z.data() + 48, 8);
     }
   }
-  if (cd_offset + cd_size > file_size_)
+  if (cd_offset > file_size_ || cd_size > file_size_ - cd_offset)
     fail(path, "truncated ZIP archive: the directory lies past the end of the file (" +
                    std::to_string(file_size_) + " bytes)");
   const auto cd = read_at(f, path, cd_offset, cd_size, "central directory");
@@ -129,8 +130,19 @@ ZipArchive::ZipArchive(const std::string& path) : path_(path) {
       fail(path, z.name,
            "ZIP compression method " + std::to_string(z.method) +
                " is not supported (stored and deflate are: numpy.savez, numpy.savez_compressed)");
-    if (z.local_offset + 30 + z.compressed > file_size_)
+    if (z.local_offset > file_size_ || z.compressed > file_size_ - z.local_offset ||
+        30 > file_size_ - z.local_offset - z.compressed)
       fail(path, z.name, "truncated ZIP archive: the member lies past the end of the file");
+    // Sizes are claims: a stored member holds exactly its bytes, and deflate cannot expand data
+    // more than 1032-fold, so no claim exceeds what the file can hold.
+    if (z.method == 0 && z.size != z.compressed)
+      fail(path, z.name,
+           "corrupt ZIP directory: a stored member of " + std::to_string(z.compressed) + " bytes claims " +
+               std::to_string(z.size) + " bytes");
+    if (z.method == 8 && z.size / 1032 > z.compressed + 1)
+      fail(path, z.name,
+           "corrupt ZIP directory: " + std::to_string(z.compressed) +
+               " bytes of deflate data cannot inflate to " + std::to_string(z.size) + " bytes");
     entries_.push_back(std::move(z));
     p += 46 + nlen + xlen + clen;
   }
@@ -148,13 +160,13 @@ uint64_t ZipArchive::data_start(const ZipEntry& e) const {
   if (le(h.data(), 4) != kLocalSig) fail(path_, e.name, "corrupt ZIP archive: bad local header signature");
   // The local header's own name and extra lengths may differ from the directory's.
   const uint64_t start = e.local_offset + 30 + le(h.data() + 26, 2) + le(h.data() + 28, 2);
-  if (start + e.compressed > file_size_)
+  if (start > file_size_ || e.compressed > file_size_ - start)
     fail(path_, e.name, "truncated ZIP archive: member data past the end of the file");
   return start;
 }
 
 std::vector<uint8_t> ZipArchive::read_range(const ZipEntry& e, uint64_t offset, uint64_t n) const {
-  if (offset + n > e.size)
+  if (offset > e.size || n > e.size - offset)
     fail(path_, e.name,
          "read of bytes [" + std::to_string(offset) + ", " + std::to_string(offset + n) +
              ") past the member's " + std::to_string(e.size) + " bytes");
@@ -162,8 +174,9 @@ std::vector<uint8_t> ZipArchive::read_range(const ZipEntry& e, uint64_t offset, 
   std::ifstream f = open(path_);
   if (e.method == 0) return read_at(f, path_, start + offset, n, "member data");
 
-  // Deflate: inflate in chunks, keeping only the output bytes in [offset, offset + n).
-  std::vector<uint8_t> out(n), in(1 << 18), scratch(1 << 18);
+  // Deflate: inflate in chunks, keeping only the output bytes in [offset, offset + n). `out`
+  // grows with what is inflated, so a size the data does not back costs no memory.
+  std::vector<uint8_t> out, in(1 << 18), scratch(1 << 18);
   z_stream zs{};
   if (inflateInit2(&zs, -MAX_WBITS) != Z_OK) fail(path_, e.name, "zlib inflateInit2 failed");
   struct Guard {
@@ -189,15 +202,17 @@ std::vector<uint8_t> ZipArchive::read_range(const ZipEntry& e, uint64_t offset, 
     }
     // Write straight into `out` once inside the range; before it, into the scratch buffer.
     const bool inside = produced >= offset;
+    const uint64_t room = inside ? std::min<uint64_t>(offset + n - produced, 16u << 20)
+                                 : std::min<uint64_t>(scratch.size(), offset - produced);
+    if (inside) out.resize(produced - offset + room);
     uint8_t* dst = inside ? out.data() + (produced - offset) : scratch.data();
-    const uint64_t room =
-        inside ? offset + n - produced : std::min<uint64_t>(scratch.size(), offset - produced);
     zs.next_out = dst;
     zs.avail_out = (uInt)std::min<uint64_t>(room, 1u << 30);
     rc = inflate(&zs, Z_NO_FLUSH);
     if (rc != Z_OK && rc != Z_STREAM_END)
       fail(path_, e.name, std::string("corrupt deflate data (zlib: ") + (zs.msg ? zs.msg : "error") + ")");
     produced += (uint64_t)(zs.next_out - dst);
+    if (inside) out.resize(produced - offset);
     if (rc == Z_STREAM_END && produced < offset + n)
       fail(
           path_, e.name,
@@ -211,6 +226,56 @@ std::vector<uint8_t> ZipArchive::read(const ZipEntry& e) const {
   const uint32_t crc = (uint32_t)crc32_z(0L, data.data(), data.size());
   if (crc != e.crc) fail(path_, e.name, "corrupt ZIP member: CRC-32 mismatch");
   return data;
+}
+
+void ZipArchive::verify(const ZipEntry& e) const {
+  std::ifstream f = open(path_);
+  f.seekg((std::streamoff)data_start(e));
+  std::vector<uint8_t> in(1 << 18), out(1 << 18);
+  uint64_t left_in = e.compressed, produced = 0;
+  uLong crc = 0;
+  auto take = [&](uint64_t n) {
+    const uint64_t chunk = std::min<uint64_t>(left_in, n);
+    f.read(reinterpret_cast<char*>(in.data()), (std::streamsize)chunk);
+    if ((uint64_t)f.gcount() != chunk) fail(path_, e.name, "truncated ZIP archive while reading member data");
+    left_in -= chunk;
+    return chunk;
+  };
+  if (e.method == 0) {
+    while (left_in) {
+      const uint64_t n = take(in.size());
+      crc = crc32_z(crc, in.data(), n);
+      produced += n;
+    }
+  } else {
+    z_stream zs{};
+    if (inflateInit2(&zs, -MAX_WBITS) != Z_OK) fail(path_, e.name, "zlib inflateInit2 failed");
+    struct Guard {
+      z_stream* z;
+      ~Guard() { inflateEnd(z); }
+    } guard{&zs};
+    for (int rc = Z_OK; rc != Z_STREAM_END;) {
+      if (zs.avail_in == 0) {
+        if (left_in == 0) fail(path_, e.name, "truncated deflate data");
+        zs.avail_in = (uInt)take(in.size());
+        zs.next_in = in.data();
+      }
+      zs.next_out = out.data();
+      zs.avail_out = (uInt)out.size();
+      rc = inflate(&zs, Z_NO_FLUSH);
+      if (rc != Z_OK && rc != Z_STREAM_END)
+        fail(path_, e.name, std::string("corrupt deflate data (zlib: ") + (zs.msg ? zs.msg : "error") + ")");
+      const size_t n = out.size() - zs.avail_out;
+      crc = crc32_z(crc, out.data(), n);
+      produced += n;
+      if (produced > e.size) break;
+    }
+  }
+  if (produced != e.size)
+    fail(path_, e.name,
+         "corrupt ZIP member: " + std::to_string(produced) + " bytes, the directory says " +
+             std::to_string(e.size));
+  if ((uint32_t)crc != e.crc) fail(path_, e.name, "corrupt ZIP member: CRC-32 mismatch");
 }
 
 }  // namespace kvlab::detail

@@ -31,6 +31,8 @@ class ZipArchive {
   // Bytes [offset, offset + n) of the uncompressed member: stored members are read in place,
   // deflated ones inflated from the start up to offset + n (earlier output is discarded).
   std::vector<uint8_t> read_range(const ZipEntry& e, uint64_t offset, uint64_t n) const;
+  // Reads the whole member in pieces (constant memory) and checks its size and CRC-32.
+  void verify(const ZipEntry& e) const;
 
  private:
   uint64_t data_start(const ZipEntry& e) const;  // after the local header

@@ -25,6 +25,10 @@ Llama2cTokenizer::Llama2cTokenizer(const std::string& path, int32_t vocab_size) 
   if (max_token_length_ <= 0 || max_token_length_ > (1 << 16))
     throw std::runtime_error("'" + path + "': max_token_length " + std::to_string(max_token_length_) +
                              " is not plausible; not a llama2.c tokenizer file");
+  // Each entry takes at least 8 bytes (score, length): a vocabulary the file cannot hold is
+  // refused before the tables are allocated.
+  const uint64_t size = fs::file_size(path, ec);
+  if (ec || size < 4 + 8 * (uint64_t)vocab_size) throw truncated("its " + std::to_string(size) + " bytes");
   pieces_.resize(vocab_size);
   scores_.resize(vocab_size);
   for (int32_t i = 0; i < vocab_size; ++i) {

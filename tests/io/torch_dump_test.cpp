@@ -159,19 +159,50 @@ TEST_F(TorchDump, GpuTensorsSayMoveToCpu) {
   EXPECT_LT(msg.size(), 200u);  // not libtorch's list of backends
 }
 
-TEST_F(TorchDump, CorruptPickleNamesTheFileAndLibtorchsReason) {
+// stacked.pt with two bytes of its pickle replaced by an unknown opcode; `fix_crc` also updates
+// the member's CRC-32 (local header and directory) so that the file reaches libtorch.
+std::string broken_pickle(const kvtest::TempDir& dir, bool fix_crc) {
   std::ifstream in(fixture("stacked.pt"), std::ios::binary);
   std::vector<char> b{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
   const std::string name = "stacked/data.pkl", proto = "\x80\x02";
   const auto at = std::search(b.begin(), b.end(), name.begin(), name.end());
   const auto pkl = std::search(at, b.end(), proto.begin(), proto.end());
-  ASSERT_NE(pkl, b.end());
+  EXPECT_NE(pkl, b.end());
   pkl[2] = pkl[3] = (char)0xff;  // no such pickle opcode
-  kvtest::TempDir dir;
-  const std::string path = dir.file("broken.pt");
+  if (fix_crc) {
+    auto le = [&](size_t i, int n) {
+      uint32_t v = 0;
+      for (int k = n - 1; k >= 0; --k) v = v << 8 | (uint8_t)b[i + k];
+      return v;
+    };
+    const size_t local = at - b.begin() - 30;
+    const auto central = std::search(pkl, b.end(), name.begin(), name.end()) - b.begin() - 46;
+    const size_t size = le(central + 20, 4);  // the directory's: the local header may hold zeros
+    uint32_t crc = 0xffffffffu;               // CRC-32 (IEEE), bit by bit
+    for (size_t i = 0; i < size; ++i) {
+      crc ^= (uint8_t)pkl[i];
+      for (int k = 0; k < 8; ++k) crc = crc >> 1 ^ (0xedb88320u & (0u - (crc & 1)));
+    }
+    crc = ~crc;
+    for (size_t field : {local + 14, (size_t)central + 16})
+      for (int k = 0; k < 4; ++k) b[field + k] = (char)(crc >> (8 * k));
+  }
+  const std::string path = dir.file(fix_crc ? "broken.pt" : "flipped.pt");
   std::ofstream(path, std::ios::binary).write(b.data(), (std::streamsize)b.size());
-  const std::string msg = open_error(path);
+  return path;
+}
+
+TEST_F(TorchDump, CorruptPickleNamesTheFileAndLibtorchsReason) {
+  kvtest::TempDir dir;
+  const std::string msg = open_error(broken_pickle(dir, true));
   EXPECT_THAT(msg, HasSubstr("broken.pt': libtorch cannot read it as a torch.save file"));
+}
+
+// libtorch checks no CRC; kvlab checks every member's before libtorch sees the file.
+TEST_F(TorchDump, FlippedPickleByteFailsItsCrc) {
+  kvtest::TempDir dir;
+  const std::string msg = open_error(broken_pickle(dir, false));
+  EXPECT_THAT(msg, HasSubstr("flipped.pt' member 'stacked/data.pkl': corrupt ZIP member: CRC-32 mismatch"));
 }
 
 }  // namespace

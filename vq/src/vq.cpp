@@ -4,6 +4,7 @@
 #include <regex>
 #include <stdexcept>
 
+#include "kvlab/codebook_file.h"
 #include "kvlab/pack.h"
 
 namespace kvlab {
@@ -28,10 +29,7 @@ VQSpec parse_vq_spec(const std::string& text) {
   return s;
 }
 
-std::string to_string(const VQSpec& s) {
-  if (s.stages == 1) return "CQ-" + std::to_string(s.vec) + "c" + std::to_string(s.bits) + "b";
-  return "VQ<" + std::to_string(s.vec) + "," + std::to_string(s.bits) + "," + std::to_string(s.stages) + ">";
-}
+std::string to_string(const VQSpec& s) { return vq_spec_text(s.vec, s.bits, s.stages); }
 
 void check_vq_fits(const VQSpec& s, int64_t head_dim) {
   if (head_dim % s.vec != 0)

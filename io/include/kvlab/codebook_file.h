@@ -32,10 +32,15 @@ struct CodebookFile {
 void check_codebooks_match(const CodebookFile& f, const std::string& file, int64_t dump_layers,
                            int64_t dump_kv_heads, int64_t dump_head_dim, const std::string& dump);
 
+// The canonical VQ spec of these sizes: "CQ-<vec>c<bits>b" when stages = 1, else
+// "VQ<vec,bits,stages>" (vq/'s to_string; a file's spec must equal it).
+std::string vq_spec_text(int64_t vec, int64_t bits, int64_t stages);
+
 // Written to a temporary name and renamed. Throws std::runtime_error naming the file.
 void write_codebook_file(const std::string& path, const CodebookFile& f);
 // Throws std::runtime_error naming the file and what is wrong (not a codebook file, missing
-// datasets, shapes that disagree with the attributes).
+// datasets, shapes or a spec that disagree with the attributes). libhdf5 parses the file in a
+// child process first (io/src/isolate.h).
 CodebookFile read_codebook_file(const std::string& path);
 
 }  // namespace kvlab

@@ -27,10 +27,14 @@ struct NpyHeader {
   std::vector<int64_t> shape;
   size_t item_size = 0;
   size_t data_offset = 0;
+  uint64_t data_bytes = 0;  // item_size times the element count; checked: no overflow
 };
 
 // Parse .npy bytes held in memory; `where` names them in errors, quoted as it should appear
 // ("'a.npy'", "'a.npz' member 'q'"). parse_npy_header needs only the bytes up to the data.
+// Bytes up to the end of the header from the first 12 (10 for version 1) bytes; 0 when they are
+// not the start of a .npy.
+size_t npy_header_size(const uint8_t* p, size_t n);
 NpyHeader parse_npy_header(const uint8_t* p, size_t n, const std::string& where);
 NpyArray parse_npy(const uint8_t* p, size_t n, const std::string& where);
 
@@ -64,8 +68,10 @@ class NpzReader {
   NpyHeader header(const std::string& name) const;  // reads the start of the member only
   NpyArray read(const std::string& name) const;     // the whole member, CRC-checked
   // `n` bytes of the array's data from byte `offset`. All of it is CRC-checked; a part is not
-  // (a stored member is read in place, a deflated one inflated up to offset + n).
+  // (a stored member is read in place, a deflated one inflated up to offset + n): call verify.
   std::vector<uint8_t> read_data(const std::string& name, uint64_t offset, uint64_t n) const;
+  // Reads the whole member in pieces (constant memory) and checks its size and CRC-32.
+  void verify(const std::string& name) const;
   std::string where(const std::string& name) const;  // "'a.npz' member 'q'"
 
  private:

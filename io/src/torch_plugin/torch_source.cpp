@@ -6,15 +6,17 @@
 //
 // Accepted (docs/DUMP_FORMAT.md): a dict with string keys (the names of named_dump.h), or a
 // list or tuple of per-layer tuples (q, k, v) or (q, k, v, k_pre_rope), named layers/<i>/<role>.
-// Not lazy: pickle_load reads the whole file; the tensors stay in memory in their saved dtype
+// Not lazy: libtorch reads the whole file; the tensors stay in memory in their saved dtype
 // (about the file's size; twice that while loading) and read() converts one slice to fp32.
 #include <ATen/ATen.h>
-#include <torch/csrc/jit/serialization/pickle.h>
+#include <caffe2/serialize/inline_container.h>
+#include <torch/csrc/jit/serialization/import_read.h>
+#include <torch/csrc/jit/serialization/storage_context.h>
+#include <torch/csrc/jit/serialization/unpickler.h>
 
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <map>
+#include <memory>
 #include <stdexcept>
 
 #include "../array_source.h"
@@ -34,6 +36,12 @@ std::string dtype_name(at::ScalarType t) {
     case at::kDouble: return "float64";
     default: return std::string("torch.") + c10::toString(t);
   }
+}
+
+std::string shape_text(const std::vector<int64_t>& v) {
+  std::string s = "(";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + ")";
 }
 
 class TorchSource final : public ArraySource {
@@ -64,6 +72,27 @@ class TorchSource final : public ArraySource {
     std::vector<float> out(count);
     std::memcpy(out.data(), part.data_ptr<float>(), count * sizeof(float));
     return out;
+  }
+
+  // torch.load refuses a tensor whose sizes and strides reach past its storage; pickle_load
+  // does not, and reading it would read other memory.
+  void check_storages() const {
+    for (const auto& [name, v] : entries_) {
+      if (!v.isTensor() || v.toTensor().numel() == 0) continue;
+      const at::Tensor& t = v.toTensor();
+      int64_t last = t.storage_offset();
+      bool bad = last < 0;
+      for (int64_t d = 0; d < t.dim() && !bad; ++d) {
+        int64_t step;
+        bad = t.stride(d) < 0 || __builtin_mul_overflow(t.size(d) - 1, t.stride(d), &step) ||
+              __builtin_add_overflow(last, step, &last);
+      }
+      const int64_t have = (int64_t)(t.storage().nbytes() / t.element_size());
+      if (bad || last >= have)
+        fail(where(name) + ": its sizes " + shape_text(t.sizes().vec()) + ", strides " +
+             shape_text(t.strides().vec()) + " and offset " + std::to_string(t.storage_offset()) +
+             " reach past its storage of " + std::to_string(have) + " elements (torch.load refuses it)");
+    }
   }
 
   std::optional<std::vector<int64_t>> integers(const std::string& name) const override {
@@ -151,12 +180,25 @@ std::map<std::string, c10::IValue> from_layer_list(const std::string& path,
   return out;
 }
 
+// pickle_load's steps, with a storage context that keeps each storage by its key: the pickle
+// states a storage's size, the record holds its bytes, and libtorch does not compare them.
 c10::IValue load(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) fail("'" + path + "': cannot open file");
-  const std::vector<char> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   try {
-    return torch::jit::pickle_load(bytes);
+    caffe2::serialize::PyTorchStreamReader reader(path);
+    auto storages = std::make_shared<torch::jit::DeserializationStorageContext>();
+    c10::IValue root =
+        torch::jit::readArchiveAndTensors("data", "", "", c10::nullopt, c10::nullopt, c10::nullopt, reader,
+                                          torch::jit::Unpickler::defaultTypeParser, storages);
+    for (const std::string& record : reader.getAllRecords()) {
+      if (record.rfind("data/", 0) != 0 || !storages->hasStorage(record.substr(5))) continue;
+      const size_t claimed = storages->getStorage(record.substr(5)).nbytes();
+      const size_t held = std::get<1>(reader.getRecord(record));
+      if (claimed > held)
+        fail("'" + path + "' storage '" + record + "' holds " + std::to_string(held) +
+             " bytes but its pickle says " + std::to_string(claimed) +
+             " (corrupt file; torch.load refuses it)");
+    }
+    return root;
   } catch (const c10::Error& e) {
     std::string why = e.what_without_backtrace();
     if (why.find("'CUDA' backend") != std::string::npos)  // libtorch lists every backend after it
@@ -193,5 +235,8 @@ extern "C" __attribute__((visibility("default"))) ArraySource* kvlab_open_torch_
     fail("'" + path + "' holds a " + root.tagKind() +
          "; expected a dict of tensors or a list of (q, k, v) tuples");
   }
-  return new TorchSource(path, std::move(entries), std::move(labels));
+  auto* src = new TorchSource(path, std::move(entries), std::move(labels));
+  std::unique_ptr<TorchSource> owner(src);
+  src->check_storages();
+  return owner.release();
 }

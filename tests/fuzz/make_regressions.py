@@ -1,0 +1,153 @@
+#!/usr/bin/python3
+"""Writes the hostile inputs of issue 17 as regression files under tests/fuzz/<target>/.
+
+Each once crashed kvlab, hung it or made it allocate gigabytes; the fuzz_replay_* ctests feed
+them to the fuzz targets, and tests/io/hostile_cli_test.py to the CLI under a memory limit.
+Run from anywhere: /usr/bin/python3 tests/fuzz/make_regressions.py
+"""
+import io
+import os
+import re
+import struct
+import zipfile
+import zlib
+
+import h5py
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def out(target, name):
+    os.makedirs(os.path.join(HERE, target), exist_ok=True)
+    return os.path.join(HERE, target, name)
+
+
+def npy_bytes(shape, descr="<f2", data=b"\0" * 64):
+    header = "{'descr': '%s', 'fortran_order': False, 'shape': %s, }" % (descr, shape)
+    header += " " * ((64 - (10 + len(header) + 1) % 64) % 64) + "\n"
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode() + data
+
+
+def entry(name):
+    return zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))  # the same bytes on every run
+
+
+def npz(path, members):
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as z:
+        for name, data in members.items():
+            z.writestr(entry(name + ".npy"), data)
+
+
+# (5, 8, 2^59, 8): the element count wraps to 0 in 64 bits (gather_scaled, token_slice SIGSEGV).
+overflow = "(5, 8, %d, 8)" % 2**59
+with open(out("npy", "overflow_shape.npy"), "wb") as f:
+    f.write(npy_bytes(overflow))
+npz(out("dump", "overflow_shape.npz"), {r: npy_bytes(overflow) for r in "qkv"})
+
+# A per-layer name claiming layer 999999999: the layer table must not be sized from it.
+good = np.zeros((1, 4, 8), np.float16)
+buf = io.BytesIO()
+np.save(buf, good)
+npz(out("dump", "layer_999999999.npz"), {"layer_999999999_q": buf.getvalue(), "layer_0_k": buf.getvalue()})
+
+# A stored ZIP member claiming 0xFFFFFFF0 bytes (4 GB allocation before the error).
+z = bytearray()
+with io.BytesIO() as b:
+    npz(b, {"q": npy_bytes("(4,)")})
+    z = bytearray(b.getvalue())
+cd = z.rfind(b"PK\x01\x02")
+z[cd + 24:cd + 28] = struct.pack("<I", 0xFFFFFFF0)
+with open(out("zip", "member_claims_4gb.zip"), "wb") as f:
+    f.write(z)
+# The same claim on a deflated member.
+with io.BytesIO() as b:
+    with zipfile.ZipFile(b, "w", zipfile.ZIP_DEFLATED) as zz:
+        zz.writestr(entry("q.npy"), npy_bytes("(4,)"), zipfile.ZIP_DEFLATED)
+    z = bytearray(b.getvalue())
+cd = z.rfind(b"PK\x01\x02")
+z[cd + 24:cd + 28] = struct.pack("<I", 0xFFFFFFF0)
+with open(out("npz", "deflated_member_claims_4gb.npz"), "wb") as f:
+    f.write(z)
+
+# An empty ZIP (end record only): "no arrays", not "truncated".
+with open(out("dump", "empty.zip"), "wb") as f:
+    f.write(b"PK\x05\x06" + b"\0" * 18)
+
+# A stacked .npz whose member's last byte is flipped: the CRC must catch it on every command.
+arr = np.ones((1, 1, 4, 8), np.float16)
+buf = io.BytesIO()
+np.save(buf, arr)
+members = {r: buf.getvalue() for r in "qkv"}
+with io.BytesIO() as b:
+    npz(b, members)
+    z = bytearray(b.getvalue())
+first = z.find(b"\x93NUMPY")
+z[first + len(buf.getvalue()) - 1] ^= 0x01
+with open(out("dump", "stacked_bad_crc.npz"), "wb") as f:
+    f.write(z)
+
+# An HDF5 dump whose datasets declare 1e11 tokens (chunked, nothing stored: bad_alloc).
+def dump_attrs(f, tokens):
+    f.attrs.update(format="kvlab-kv-dump", format_version=1, model="huge", num_layers=1, num_q_heads=1,
+                   num_kv_heads=1, head_dim=8, num_tokens=tokens, rope_theta=10000.0,
+                   rope_style="adjacent", dtype="float16", k_after_rope=1)
+
+
+with h5py.File(out("dump", "huge_tokens.h5"), "w", libver="earliest") as f:
+    dump_attrs(f, 10**11)
+    for r in "qkv":
+        f.create_dataset("layers/0/" + r, shape=(1, 10**11, 8), dtype=np.float16, chunks=(1, 1024, 8))
+
+# A codebook file whose spec says 2 stages while its stages attribute says 1 (heap corruption
+# in vq reorder, nondeterministic eval numbers).
+with h5py.File(out("codebook", "spec_disagrees_with_stages.h5"), "w", libver="earliest") as f:
+    f.attrs.update(format="kvlab-vq-codebooks", version=1, spec="VQ<4,2,2>", vec=4, bits=2, stages=1,
+                   first_layer=0, num_layers=1, num_kv_heads=1, head_dim=8, tokens=16, model="m",
+                   source="s", reordered=0, roles="k,v")
+    for r in "kv":
+        f.create_dataset(r + "/codebooks", data=np.zeros((1, 1, 1, 2, 4, 4), np.float32))
+# A fixed-length string attribute claiming 4 GB.
+with h5py.File(out("codebook", "string_attr_size.h5"), "w", libver="earliest") as f:
+    f.attrs["format"] = np.bytes_("kvlab-vq-codebooks")
+raw = bytearray(open(out("codebook", "string_attr_size.h5"), "rb").read())
+# The datatype message of a fixed string (class 3, version 1): its 4-byte size follows the
+# 4-byte class/flags word; 18 = len("kvlab-vq-codebooks").
+at = re.search(rb"\x13[\x00-\xff]\x00\x00\x12\x00\x00\x00", raw).start()
+raw[at + 4:at + 8] = struct.pack("<I", 0xFFFFFFF0)
+with open(out("codebook", "string_attr_size.h5"), "wb") as f:
+    f.write(raw)
+
+# Spec strings and ranges: a few valid and borderline seeds.
+for i, s in enumerate(["bits=2,axis=channel,group=128", "kivi:bits=2,group=32,residual=128", "kitty",
+                       "CQ-4c8b", "VQ<4,8,2>", "0-3", "last:256", "stride:9223372036854775807",
+                       "bits=9223372036854775807", "fp8:kfmt=e5m2"]):
+    with open(out("spec", "seed-%02d.txt" % i), "w") as f:
+        f.write(s)
+
+# The zeros of /dev/zero (quantize --input /dev/zero allocated 4 GB).
+with open(out("npy", "zeros"), "wb") as f:
+    f.write(b"\0" * 4096)
+# A tokenizer claiming more entries than its bytes hold, and a checkpoint header of zeros.
+with open(out("tokenizer", "short.tok"), "wb") as f:
+    f.write(struct.pack("<i", 16) + struct.pack("<fi", 0.0, 1) + b"a")
+with open(out("llama2c", "zero_header.bin"), "wb") as f:
+    f.write(b"\0" * 28)
+
+
+# torch.save files: stacked.pt with its pickle patched (and the ZIP rewritten, CRCs fresh).
+def patched_pt(name, old, new):
+    src = zipfile.ZipFile(os.path.join(HERE, "..", "data", "torch", "stacked.pt"))
+    with zipfile.ZipFile(out("dump", name), "w", zipfile.ZIP_STORED) as z:
+        for n in src.namelist():
+            d = src.read(n)
+            if n.endswith("data.pkl"):
+                assert d.count(old) >= 1
+                d = d.replace(old, new, 1)
+            z.writestr(entry(n), d)
+
+
+# q's strides (80, 20, 4, 1) -> (200, ...): past its 160-element storage (torch.load refuses it).
+patched_pt("pt_strides_past_storage.pt", b"K\x50K\x14K\x04K\x01t", b"K\xc8K\x14K\x04K\x01t")
+# q's storage claims 240 elements; its record holds 160 (read past the buffer: other numbers each run).
+patched_pt("pt_storage_longer_than_record.pt", b"X\x03\x00\x00\x00cpuq\x06K\xa0", b"X\x03\x00\x00\x00cpuq\x06K\xf0")
