@@ -43,6 +43,11 @@ double role_bits(const QuantizerSpec& q, int64_t n, int64_t T, int64_t D) {
   return (quantized + (T - n) * (16.0 * D)) / (double)(T * D);
 }
 
+Tensor float_roundtrip(const TensorView& x, const FloatSpec& s, const std::vector<float>& scales) {
+  const FloatQuantized q = scales.empty() ? quantize_float(x, s) : quantize_float(x, s, scales);
+  return {x.shape, dequantize_float(q)};
+}
+
 Schedule every_token(int64_t T) { return {0, T, 0, T}; }
 
 Schedule sink_and_residual(const UniformParams& p, int64_t T) {

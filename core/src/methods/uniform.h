@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "kvlab/float_quant.h"
 #include "kvlab/method.h"
 
 namespace kvlab::methods {
@@ -17,6 +18,9 @@ void load(const TensorView& x, int64_t first, int64_t n, float* out);
 Tensor full_precision(const TensorView& x);
 // Bits per element of one role of one head: n quantized tokens packed with q, T - n in fp16.
 double role_bits(const QuantizerSpec& q, int64_t n, int64_t T, int64_t D);
+// x through a scaled floating-point format (float_quant.h) and back, as fp32 of x's shape;
+// scales: the format's fp32 scales, or empty for scales from x itself (dynamic).
+Tensor float_roundtrip(const TensorView& x, const FloatSpec& s, const std::vector<float>& scales);
 
 // Schedules of the uniform families.
 Schedule every_token(int64_t T);
