@@ -100,7 +100,9 @@ std::vector<float> group_stat(const std::vector<float>& x, const FloatLayout& L,
   return out;
 }
 
-void check_scales(const std::vector<float>& s, const FloatLayout& L, const FloatSpec& spec) {
+}  // namespace
+
+void check_float_scales(const std::vector<float>& s, const FloatLayout& L, const FloatSpec& spec) {
   if ((int64_t)s.size() != L.n_scales())
     throw std::invalid_argument("quantize_float " + to_string(spec) + ": " + std::to_string(s.size()) +
                                 " scales given, the layout has " + std::to_string(L.n_scales()));
@@ -109,6 +111,8 @@ void check_scales(const std::vector<float>& s, const FloatLayout& L, const Float
       throw std::invalid_argument("quantize_float " + to_string(spec) + ": scale " + std::to_string(i) +
                                   " = " + text::format_double(s[i]) + " is not finite and positive");
 }
+
+namespace {
 
 // One token row of fp4: block scales, then the codes two per byte.
 void fp4_row(const float* x, const FloatLayout& L, float s_t, uint8_t* codes, uint8_t* bscale) {
@@ -156,7 +160,7 @@ FloatQuantized quantize_float(const TensorView& x, const FloatSpec& s) {
 FloatQuantized quantize_float(const TensorView& x, const FloatSpec& s, const std::vector<float>& scales) {
   const FloatLayout L = make_float_layout(x.shape, s);
   check_finite(x, "quantize_float: input");
-  check_scales(scales, L, s);
+  check_float_scales(scales, L, s);
   FloatQuantized q{s, x.shape, std::vector<uint8_t>(L.codes_bytes()), scales,
                    std::vector<uint8_t>(L.block_scale_bytes())};
   const std::vector<float> v = floats_of(x);

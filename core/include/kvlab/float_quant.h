@@ -59,6 +59,8 @@ std::vector<float> float_scales(const TensorView& calib, const FloatSpec& s, con
 // Quantize with scales from x itself (dynamic), or with the given ones (calibrated; finite, > 0).
 FloatQuantized quantize_float(const TensorView& x, const FloatSpec& s);
 FloatQuantized quantize_float(const TensorView& x, const FloatSpec& s, const std::vector<float>& scales);
+// Throws std::invalid_argument unless there are n_scales() scales, each finite and > 0.
+void check_float_scales(const std::vector<float>& scales, const FloatLayout& L, const FloatSpec& s);
 std::vector<float> dequantize_float(const FloatQuantized& q);
 std::vector<uint16_t> dequantize_float_half(const FloatQuantized& q);  // fp32 result rounded to fp16
 // Bits spent by a tensor of `shape` packed with s: codes, block scales, fp32 scales.

@@ -26,9 +26,10 @@ struct MiniFloat {
   uint32_t max_code;
   int sign_shift;  // position of the sign bit: 7 (fp8) or 3 (fp4)
 };
-inline constexpr MiniFloat kE4M3{3, 7, 0x7Eu, 7};
-inline constexpr MiniFloat kE5M2{2, 15, 0x7Bu, 7};
-inline constexpr MiniFloat kE2M1{1, 1, 0x7u, 3};
+// (functions, not constexpr objects, so device code may use them without relaxed constexpr)
+KV_HD constexpr MiniFloat e4m3_type() { return {3, 7, 0x7Eu, 7}; }
+KV_HD constexpr MiniFloat e5m2_type() { return {2, 15, 0x7Bu, 7}; }
+KV_HD constexpr MiniFloat e2m1_type() { return {1, 1, 0x7u, 3}; }
 
 // code -> float, exact. Branch-free (both cases computed, one selected) so loops vectorize.
 KV_HD float minifloat_decode(uint32_t code, MiniFloat f) {
@@ -65,10 +66,10 @@ KV_HD uint32_t minifloat_encode(float x, MiniFloat f) {
   return sign | q;
 }
 
-KV_HD float fp8_e4m3_to_float_soft(uint8_t c) { return minifloat_decode(c, kE4M3); }
-KV_HD float fp8_e5m2_to_float_soft(uint8_t c) { return minifloat_decode(c, kE5M2); }
-KV_HD uint8_t float_to_fp8_e4m3_soft(float x) { return (uint8_t)minifloat_encode(x, kE4M3); }
-KV_HD uint8_t float_to_fp8_e5m2_soft(float x) { return (uint8_t)minifloat_encode(x, kE5M2); }
+KV_HD float fp8_e4m3_to_float_soft(uint8_t c) { return minifloat_decode(c, e4m3_type()); }
+KV_HD float fp8_e5m2_to_float_soft(uint8_t c) { return minifloat_decode(c, e5m2_type()); }
+KV_HD uint8_t float_to_fp8_e4m3_soft(float x) { return (uint8_t)minifloat_encode(x, e4m3_type()); }
+KV_HD uint8_t float_to_fp8_e5m2_soft(float x) { return (uint8_t)minifloat_encode(x, e5m2_type()); }
 
 // The FP8 conversions every caller uses: on the device, the hardware cvt (sm_89+:
 // cvt.rn.satfinite.{e4m3,e5m2}x2.f32 and cvt.rn.f16x2.{e4m3,e5m2}x2, through cuda_fp8.h).
@@ -89,8 +90,8 @@ KV_HD float fp8_to_float(uint8_t c, bool e5m2) {
 
 // FP4 E2M1 (no hardware conversion before sm_100: the soft code on both sides). Codes are 4
 // bits: sign in bit 3.
-KV_HD uint8_t float_to_fp4(float x) { return (uint8_t)minifloat_encode(x, kE2M1); }
-KV_HD float fp4_to_float(uint8_t c) { return minifloat_decode(c, kE2M1); }
+KV_HD uint8_t float_to_fp4(float x) { return (uint8_t)minifloat_encode(x, e2m1_type()); }
+KV_HD float fp4_to_float(uint8_t c) { return minifloat_decode(c, e2m1_type()); }
 
 // E8M0: code k is 2^(k - 127), k in 0..254 (255 is NaN and never written).
 KV_HD float e8m0_to_float(uint8_t k) {

@@ -38,7 +38,7 @@ struct UniformRules {
 };
 
 // The family entry; its keys must be among kbits, vbits, group, vgroup, sink, residual, boost,
-// params, profile, each with its default as spec text.
+// params, profile, rot, rot_roles, each with its default as spec text.
 MethodFamily uniform_family(std::string name, std::string summary, std::vector<MethodKey> keys,
                             std::vector<Preset> presets, UniformRules rules);
 
@@ -46,6 +46,8 @@ MethodFamily uniform_family(std::string name, std::string summary, std::vector<M
 QuantizerSpec kivi_key(const UniformParams& p);
 QuantizerSpec kivi_value(const UniformParams& p);
 std::vector<MethodKey> kivi_keys(const std::string& sink_default);
+// rot and rot_roles, which every uniform family lists last.
+std::vector<MethodKey> rotation_keys();
 
 class UniformMethod final : public Method {
  public:
@@ -58,6 +60,7 @@ class UniformMethod final : public Method {
   Reconstruction apply(const TensorView& k, const TensorView& v, const HeadContext&) const override {
     return apply_with(k, v, nullptr);
   }
+  void check_model(const ModelShape& m) const override;  // rot=hadamard: head_dim a power of two
   std::optional<QuantizerSpec> key_quantizer() const override { return rules_.key(p_); }
   std::optional<QuantizerSpec> value_quantizer() const override { return rules_.value(p_); }
   const UniformParams* uniform() const override { return &p_; }
