@@ -62,6 +62,11 @@ std::vector<float> floats_of(const TensorView& x) {
   return out;
 }
 
+// |x| as ordered bits: non-negative floats order like their bit patterns, so an integer max
+// (which vectorizes) gives the total-order f_max of the magnitudes (-0 counts as +0, as
+// f_max(+0, -0) = +0 does); the GPU reduces the same way.
+inline uint32_t abs_bits(float v) { return float_bits(v) & 0x7fffffffu; }
+
 // The value of rank ceil(p/100 * n) among the n values (nearest-rank percentile); p = 100: the max.
 float percentile_of(std::vector<float>& v, double p) {
   if (v.empty()) return 0.0f;
@@ -76,19 +81,21 @@ std::vector<float> group_stat(const std::vector<float>& x, const FloatLayout& L,
   const int64_t groups = L.fp4() ? 1 : L.n_scales();
   if (p >= 100.0) {
     // per-channel maxima of each slice (vectorizes across channels), then per group
-    std::vector<float> m(groups, 0.0f), col(L.D);
+    std::vector<uint32_t> m(groups, 0u), col(L.D);
     for (int64_t n = 0; n < L.N; ++n) {
-      std::fill(col.begin(), col.end(), 0.0f);
+      std::fill(col.begin(), col.end(), 0u);
       for (int64_t t = 0; t < L.T; ++t) {
         const float* row = &x[(n * L.T + t) * L.D];
-        for (int64_t c = 0; c < L.D; ++c) col[c] = f_max(col[c], f_abs(row[c]));
+        for (int64_t c = 0; c < L.D; ++c) col[c] = std::max(col[c], abs_bits(row[c]));
       }
       for (int64_t c = 0; c < L.D; ++c) {
-        float& g = m[L.scale_index(n, c)];
-        g = f_max(g, col[c]);
+        uint32_t& g = m[L.scale_index(n, c)];
+        g = std::max(g, col[c]);
       }
     }
-    return m;
+    std::vector<float> out(groups);
+    for (int64_t g = 0; g < groups; ++g) out[g] = bits_float(m[g]);
+    return out;
   }
   std::vector<std::vector<float>> vals(groups);
   for (int64_t n = 0; n < L.N; ++n)
@@ -114,13 +121,26 @@ void check_float_scales(const std::vector<float>& s, const FloatLayout& L, const
 
 namespace {
 
+// fp8 codes of one token row: fp8_code(x, s) with the format fixed at compile time, so the
+// loop vectorizes.
+template <bool E5>
+void fp8_codes(const float* __restrict x, const float* __restrict sc, bool per_channel, int64_t D,
+               uint8_t* __restrict out) {
+  const MiniFloat f = E5 ? e5m2_type() : e4m3_type();
+  if (per_channel)
+    for (int64_t c = 0; c < D; ++c) out[c] = (uint8_t)minifloat_encode(f_div(x[c], sc[c]), f);
+  else
+    for (int64_t c = 0; c < D; ++c) out[c] = (uint8_t)minifloat_encode(f_div(x[c], sc[0]), f);
+}
+
 // One token row of fp4: block scales, then the codes two per byte.
 void fp4_row(const float* x, const FloatLayout& L, float s_t, uint8_t* codes, uint8_t* bscale) {
   const int B = L.block();
   for (int64_t b = 0; b < L.blocks(); ++b) {
     const int64_t c0 = b * B, c1 = std::min<int64_t>(L.D, c0 + B);
-    float amax = 0.0f;
-    for (int64_t c = c0; c < c1; ++c) amax = f_max(amax, f_abs(x[c]));
+    uint32_t m = 0;
+    for (int64_t c = c0; c < c1; ++c) m = std::max(m, abs_bits(x[c]));
+    const float amax = bits_float(m);
     float S;
     if (L.format == FloatFormat::NVFP4) {
       bscale[b] = nvfp4_block_code(amax, s_t);
@@ -129,11 +149,10 @@ void fp4_row(const float* x, const FloatLayout& L, float s_t, uint8_t* codes, ui
       bscale[b] = mxfp4_block_code(amax);
       S = mxfp4_block_scale(bscale[b]);
     }
-    for (int64_t c = c0; c < c1; ++c) {
-      const uint8_t q = fp4_code(x[c], S);
-      uint8_t& byte = codes[c / 2];
-      byte = (c % 2) ? (uint8_t)(byte | (q << 4)) : q;
-    }
+    uint8_t q[32] = {};  // the block's codes (B <= 32), then two per byte
+    for (int64_t c = c0; c < c1; ++c) q[c - c0] = fp4_code(x[c], S);
+    for (int64_t j = 0; j < (c1 - c0 + 1) / 2; ++j)
+      codes[c0 / 2 + j] = (uint8_t)(q[2 * j] | (q[2 * j + 1] << 4));
   }
 }
 
@@ -174,14 +193,11 @@ FloatQuantized quantize_float(const TensorView& x, const FloatSpec& s, const std
               &q.block_scale[r * L.blocks()]);
       continue;
     }
-    uint8_t* out = &q.codes[r * D];
-    if (L.scale == FloatScale::Channel) {
-      const float* sc = &scales[(r / L.T) * D];
-      for (int64_t c = 0; c < D; ++c) out[c] = fp8_code(xr[c], sc[c], e5m2);
-    } else {
-      const float sc = scales[L.scale_index(r / L.T, 0)];
-      for (int64_t c = 0; c < D; ++c) out[c] = fp8_code(xr[c], sc, e5m2);
-    }
+    const float* sc = &scales[L.scale_index(r / L.T, 0)];
+    if (e5m2)
+      fp8_codes<true>(xr, sc, L.scale == FloatScale::Channel, D, &q.codes[r * D]);
+    else
+      fp8_codes<false>(xr, sc, L.scale == FloatScale::Channel, D, &q.codes[r * D]);
   }
   return q;
 }
@@ -194,30 +210,31 @@ std::vector<float> dequantize_float(const FloatQuantized& q) {
                                 shape_string(q.shape));
   std::vector<float> out(L.N * L.T * L.D);
   const int64_t rows = L.N * L.T, D = L.D;
-  const bool e5m2 = L.e5m2();
+  // every code's value (fp8_to_float / fp4_to_float), looked up: the same numbers, faster loops
+  float value[256];
+  for (int c = 0; c < 256; ++c)
+    value[c] = L.fp4() ? fp4_to_float((uint8_t)(c & 0xF)) : fp8_to_float((uint8_t)c, L.e5m2());
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
     float* o = &out[r * D];
     if (L.fp4()) {
       const uint8_t* codes = &q.codes[r * L.row_bytes()];
       const uint8_t* bs = &q.block_scale[r * L.blocks()];
-      const int B = L.block();
-      for (int64_t c = 0; c < D; ++c) {
-        const uint8_t bc = bs[c / B];
+      const int64_t B = L.block();
+      for (int64_t b = 0; b < L.blocks(); ++b) {
         const float S =
-            L.format == FloatFormat::NVFP4 ? nvfp4_block_scale(bc, q.scale[0]) : mxfp4_block_scale(bc);
-        o[c] = fp4_dequant((uint8_t)((codes[c / 2] >> (4 * (c % 2))) & 0xFu), S);
+            L.format == FloatFormat::NVFP4 ? nvfp4_block_scale(bs[b], q.scale[0]) : mxfp4_block_scale(bs[b]);
+        for (int64_t c = b * B; c < std::min(D, (b + 1) * B); ++c)
+          o[c] = f_mul(value[(codes[c / 2] >> (4 * (c % 2))) & 0xFu], S);  // fp4_dequant
       }
       continue;
     }
     const uint8_t* codes = &q.codes[r * D];
-    if (L.scale == FloatScale::Channel) {
-      const float* sc = &q.scale[(r / L.T) * D];
-      for (int64_t c = 0; c < D; ++c) o[c] = fp8_dequant(codes[c], sc[c], e5m2);
-    } else {
-      const float sc = q.scale[L.scale_index(r / L.T, 0)];
-      for (int64_t c = 0; c < D; ++c) o[c] = fp8_dequant(codes[c], sc, e5m2);
-    }
+    const float* sc = &q.scale[L.scale_index(r / L.T, 0)];
+    if (L.scale == FloatScale::Channel)
+      for (int64_t c = 0; c < D; ++c) o[c] = f_mul(value[codes[c]], sc[c]);  // fp8_dequant
+    else
+      for (int64_t c = 0; c < D; ++c) o[c] = f_mul(value[codes[c]], sc[0]);
   }
   return out;
 }

@@ -61,8 +61,12 @@ KV_HD uint32_t minifloat_encode(float x, MiniFloat f) {
   sh = sh > 25 ? 25 : sh;
   uint32_t q = src >> sh;
   const uint32_t rem = src & ((1u << sh) - 1u), half = 1u << (sh - 1);
-  q += (uint32_t)(rem > half) | ((uint32_t)(rem == half) & q & 1u);
-  q = (a >= 0x7f800000u || q > f.max_code) ? f.max_code : q;  // satfinite
+  // selects, not ||: GCC vectorizes the loops that call this
+  const uint32_t up = rem > half ? 1u : 0u;
+  const uint32_t tie = rem == half ? (q & 1u) : 0u;
+  q += up | tie;
+  q = a >= 0x7f800000u ? f.max_code : q;  // infinities: satfinite
+  q = q > f.max_code ? f.max_code : q;    // beyond the largest finite value: satfinite
   return sign | q;
 }
 
