@@ -52,6 +52,14 @@ FloatLayout make_float_layout(const std::vector<int64_t>& shape, const FloatSpec
 
 namespace {
 
+// Elements [first, first + n) of x as fp32 (fp16 converts exactly).
+void load(const TensorView& x, int64_t first, int64_t n, float* out) {
+  if (x.dtype == DType::F16)
+    detail::load_floats(static_cast<const uint16_t*>(x.data) + first, out, n);
+  else
+    detail::load_floats(static_cast<const float*>(x.data) + first, out, n);
+}
+
 // x as fp32, one contiguous copy (fp16 converts exactly).
 std::vector<float> floats_of(const TensorView& x) {
   std::vector<float> out(x.numel());
@@ -182,22 +190,27 @@ FloatQuantized quantize_float(const TensorView& x, const FloatSpec& s, const std
   check_float_scales(scales, L, s);
   FloatQuantized q{s, x.shape, std::vector<uint8_t>(L.codes_bytes()), scales,
                    std::vector<uint8_t>(L.block_scale_bytes())};
-  const std::vector<float> v = floats_of(x);
   const int64_t rows = L.N * L.T, D = L.D;
   const bool e5m2 = L.e5m2();
-#pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = &v[r * D];
-    if (L.fp4()) {
-      fp4_row(xr, L, L.format == FloatFormat::NVFP4 ? scales[0] : 0.0f, &q.codes[r * L.row_bytes()],
-              &q.block_scale[r * L.blocks()]);
-      continue;
+  // each token row converted to fp32 where it is used (no full fp32 copy of the input)
+#pragma omp parallel
+  {
+    std::vector<float> buf(D);
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      load(x, r * D, D, buf.data());
+      const float* xr = buf.data();
+      if (L.fp4()) {
+        fp4_row(xr, L, L.format == FloatFormat::NVFP4 ? scales[0] : 0.0f, &q.codes[r * L.row_bytes()],
+                &q.block_scale[r * L.blocks()]);
+        continue;
+      }
+      const float* sc = &scales[L.scale_index(r / L.T, 0)];
+      if (e5m2)
+        fp8_codes<true>(xr, sc, L.scale == FloatScale::Channel, D, &q.codes[r * D]);
+      else
+        fp8_codes<false>(xr, sc, L.scale == FloatScale::Channel, D, &q.codes[r * D]);
     }
-    const float* sc = &scales[L.scale_index(r / L.T, 0)];
-    if (e5m2)
-      fp8_codes<true>(xr, sc, L.scale == FloatScale::Channel, D, &q.codes[r * D]);
-    else
-      fp8_codes<false>(xr, sc, L.scale == FloatScale::Channel, D, &q.codes[r * D]);
   }
   return q;
 }
