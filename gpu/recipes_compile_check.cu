@@ -1,5 +1,6 @@
 // Compiles every numerics recipe for the device, so a host-only construct in core's
 // shared headers breaks the build here (and in CI) rather than in the GPU kernels later.
+#include "kvlab/float_format.h"
 #include "kvlab/pack.h"
 #include "kvlab/recipe.h"
 
@@ -24,6 +25,14 @@ __global__ void sym_roundtrip(const float* x, float* y, int n, float absmax, int
 __global__ void pack_codes(const uint8_t* codes, uint8_t* row, int n, int bits) {
   for (int i = 0; i < n; ++i) put_code(row, i, bits, codes[i]);
   (void)get_code(row, 0, bits);
+}
+
+__global__ void float_roundtrip(const float* x, float* y, int n, float s) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  y[i] = fp8_dequant(fp8_code(x[i], s, false), s, false) +
+         fp4_dequant(fp4_code(x[i], mxfp4_block_scale(mxfp4_block_code(s))),
+                     nvfp4_block_scale(nvfp4_block_code(s, 1.0f), 1.0f));
 }
 
 template __global__ void asym_roundtrip<KvlabRecipe>(const float*, float*, int, float, float, int);

@@ -16,6 +16,7 @@ namespace kvlab {
   X(kivi)                             \
   X(kitty)                            \
   X(fp8)                              \
+  X(fp4)                              \
   /* end of the list */
 
 namespace methods {

@@ -34,6 +34,14 @@ struct DeviceQuant {
   DevQuant view() const;
 };
 
+// A float-format tensor (kvlab/float_format.h) in device buffers.
+struct DeviceFloat {
+  FloatLayout L;
+  DeviceBuffer codes, scale, block_scale;
+  explicit DeviceFloat(const FloatLayout& layout);
+  DevFloat view() const;
+};
+
 // core's make_layout, for the profiles that have kernels (std::invalid_argument otherwise).
 DevFormat make_format(const std::vector<int64_t>& shape, const QuantizerSpec& spec);
 DevFormat make_format(const QuantizedTensor& q);

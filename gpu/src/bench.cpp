@@ -93,6 +93,40 @@ void bench_variant(const BenchOptions& opt, const std::string& format, const Dev
   cuda_check(cudaDeviceSynchronize(), "bench");
 }
 
+// A float format (kFloatFormats): quantize with scales already on the device (what a cache with
+// calibrated scales runs; f16 and f32 in), dequantize (f32 and f16 out), and the dynamic scales'
+// absmax pass alone (a dynamic quantize is that pass plus the quantize row). One kernel set: the
+// preset column reads "default".
+void bench_float(const BenchOptions& opt, const std::string& format, const FloatLayout& L, DeviceFloat& q,
+                 const BenchInputs& in, BenchResult& r) {
+  const double packed = (double)(L.codes_bytes() + L.block_scale_bytes() + L.n_scales() * 4);
+  float_scales(L, in.x16, InType::F16, q.view(), 0);
+  for (const InType it : {InType::F16, InType::F32}) {
+    const void* x = it == InType::F16 ? in.x16 : in.x32;
+    const char* label = "";
+    const double ms = median_ms(opt.warmup, opt.reps, [&] { label = quantize_float(L, x, it, q.view(), 0); });
+    const double bytes = (double)in.n * (it == InType::F16 ? 2 : 4) + packed;
+    r.rows.push_back({format, "quantize+pack", enum_name(it), "default", label, bytes, ms, bytes / (ms * 1e6),
+                      bytes / (ms * 1e6) / r.copy_gbps});
+  }
+  for (const OutType ot : {OutType::F32, OutType::F16}) {
+    const char* label = "";
+    const double ms =
+        median_ms(opt.warmup, opt.reps, [&] { label = dequantize_float(L, q.view(), in.out, ot, 0); });
+    const double bytes = (double)in.n * (ot == OutType::F32 ? 4 : 2) + packed;
+    r.rows.push_back({format, "unpack+dequant", enum_name(ot), "default", label, bytes, ms,
+                      bytes / (ms * 1e6), bytes / (ms * 1e6) / r.copy_gbps});
+  }
+  if (L.n_scales() > 0) {
+    const double ms =
+        median_ms(opt.warmup, opt.reps, [&] { float_scales(L, in.x16, InType::F16, q.view(), 0); });
+    const double bytes = (double)in.n * 2 + (double)L.n_scales() * 4;
+    r.rows.push_back({format, "dynamic scales", enum_name(InType::F16), "default", "absmax", bytes, ms,
+                      bytes / (ms * 1e6), bytes / (ms * 1e6) / r.copy_gbps});
+  }
+  cuda_check(cudaDeviceSynchronize(), "bench float");
+}
+
 double copy_bandwidth(const BenchOptions& opt, int64_t D) {  // device-to-device copy of 1 GiB
   const int64_t bytes = int64_t(1) << 30;
   DeviceBuffer a(bytes), b(bytes);
@@ -127,6 +161,16 @@ BenchResult bench(const BenchOptions& opt) {
     const DevFormat f = make_format(shape, spec);
     DeviceQuant q(f);
     for (const KernelVariant* v : variants) bench_variant(opt, to_string(spec), f, q, *v, in, r);
+  }
+  if (variants.empty() || variants.front() != &kKernelVariants[0]) return r;  // float formats: default only
+  for (const FormatEntry& e : kFloatFormats) {
+    if (!e.bench || !e.gpu) continue;
+    if (!opt.only.empty() && std::string(e.name).find(opt.only) == std::string::npos &&
+        std::string(e.spec).find(opt.only) == std::string::npos)
+      continue;
+    const FloatLayout L = make_float_layout(shape, parse_float_spec(e.spec));
+    DeviceFloat q(L);
+    bench_float(opt, e.spec, L, q, in, r);
   }
   return r;
 }

@@ -5,6 +5,7 @@
 
 #include <cuda_runtime.h>
 
+#include "kvlab/float_format.h"
 #include "kvlab/layout.h"
 #include "kvlab_gpu/kernel_config.h"
 
@@ -39,6 +40,23 @@ const char* dequantize_token(const DevFormat& f, DevQuant q, void* out, OutType 
                              const KernelConfig& cfg);
 const char* dequantize_boost(const DevFormat& f, DevQuant q, void* out, OutType o, cudaStream_t s,
                              const KernelConfig& cfg);
+
+// Scaled floating-point formats (quant_float.cu; core's float_format.h recipe): device arrays.
+struct DevFloat {
+  uint8_t* codes = nullptr;        // FloatLayout::codes_bytes()
+  float* scale = nullptr;          // n_scales() fp32 values (room for at least one)
+  uint8_t* block_scale = nullptr;  // fp4: block_scale_bytes()
+};
+// The dynamic scales of x (fp8: per group from the absmax; NVFP4: the tensor scale) into q.scale.
+void float_scales(const FloatLayout& L, const void* x, InType in, DevFloat q, cudaStream_t s);
+// Codes (and fp4 block scales) of x with the scales already in q.scale. Returns the kernel path.
+const char* quantize_float(const FloatLayout& L, const void* x, InType in, DevFloat q, cudaStream_t s);
+// out: fp32 or fp16 (the fp32 value rounded), as core's dequantize_float(_half).
+const char* dequantize_float(const FloatLayout& L, DevFloat q, void* out, OutType o, cudaStream_t s);
+// fp8 conversions: hardware vs minifloat.h's integer code on every fp16 value (through the
+// float and the paired f16x2 instruction) and on all 2^32 floats but NaN, plus decoding of all
+// 256 codes of each format. Returns mismatches; *checked = conversions compared.
+int64_t fp8_conversion_mismatches(int64_t* checked);
 
 // Token lanes per channel chunk of the register-tile dequantize kernels (channel, Kitty), as
 // log2: 2 lanes. 1 and 4 lanes are the runner-ups of gpu/dev/dequant_token_lanes.cu.

@@ -185,6 +185,56 @@ void check(const Data& d, const QuantizerSpec& spec, bool half_in,
   }
 }
 
+// A float format (kFloatFormats): the GPU's scales, codes and block scales against the CPU's,
+// then the GPU's dequantize (f32, f16) of the CPU's packed tensor. calibrated: scales given (the
+// CPU's 99.9th-percentile scales, so the largest values saturate) instead of dynamic ones.
+void check_float(const Data& d, const FloatSpec& spec, bool half_in, bool calibrated,
+                 std::vector<ValidationRow>& rows) {
+  const TensorView x =
+      half_in ? TensorView{d.f16.data(), DType::F16, d.shape} : TensorView{d.f32.data(), DType::F32, d.shape};
+  ValidationRow row{d.name,
+                    to_string(spec) + (calibrated ? ",calib=p99.9" : ""),
+                    half_in ? "f16" : "f32",
+                    "",
+                    numel(d.shape),
+                    0,
+                    0,
+                    0.0,
+                    ""};
+  std::string cpu_err, gpu_err;
+  FloatQuantized cq, gq;
+  std::vector<float> scales;
+  try {
+    scales = calibrated ? kvlab::float_scales(x, spec, {99.9}) : std::vector<float>{};
+    cq = calibrated ? kvlab::quantize_float(x, spec, scales) : kvlab::quantize_float(x, spec);
+  } catch (const std::invalid_argument& e) {
+    cpu_err = e.what();
+  }
+  try {
+    gq = calibrated ? gpu::quantize_float(x, spec, scales, &row.variant)
+                    : gpu::quantize_float(x, spec, &row.variant);
+  } catch (const std::invalid_argument& e) {
+    gpu_err = e.what();
+  }
+  row.variant = "float:" + row.variant;
+  if (!compare_rejections(cpu_err, gpu_err, row)) {
+    auto add = [&](int64_t bytes, int64_t mism) {
+      row.bytes += bytes;
+      row.mismatches += mism;
+    };
+    add((int64_t)cq.codes.size(), diff_bytes(cq.codes, gq.codes));
+    add((int64_t)cq.scale.size() * 4, diff_bytes(cq.scale, gq.scale));
+    add((int64_t)cq.block_scale.size(), diff_bytes(cq.block_scale, gq.block_scale));
+    const std::vector<float> r32 = kvlab::dequantize_float(cq), g32 = gpu::dequantize_float(cq);
+    add((int64_t)r32.size() * 4, diff_bytes(r32, g32));
+    for (size_t i = 0; i < r32.size() && i < g32.size(); ++i)
+      row.max_abs_diff = std::max(row.max_abs_diff, (double)std::fabs(r32[i] - g32[i]));
+    const std::vector<uint16_t> r16 = kvlab::dequantize_float_half(cq), g16 = gpu::dequantize_float_half(cq);
+    add((int64_t)r16.size() * 2, diff_bytes(r16, g16));
+  }
+  rows.push_back(row);
+}
+
 bool format_selected(const FormatEntry& e, const std::string& only) {
   return only.empty() || std::string(e.name).find(only) != std::string::npos ||
          std::string(e.spec).find(only) != std::string::npos;
@@ -256,6 +306,10 @@ void arithmetic_rows(const ValidateOptions& opt, std::vector<ValidationRow>& row
                              check_fast_division(1u << 16)));
   rows.push_back(
       arith_row("minmax", "HMNMX2:all-half-pairs,FMNMX:signed-zeros+2^28-random-pairs", check_hw_minmax()));
+  rows.push_back(
+      arith_row("exhaustive",
+                "fp8-cvt:hw-vs-soft,e4m3+e5m2,all-65536-halves(f32+f16x2)+all-2^32-floats+256-codes,no-NaN",
+                check_fp8_conversion()));
 }
 
 }  // namespace
@@ -279,6 +333,20 @@ std::vector<ValidationRow> validate(const ValidateOptions& opt) {
       if (spec.group > L) continue;  // group larger than this shape's axis: not a case
       for (bool half_in : {true, false}) check(d, spec, half_in, variants, rows);
     }
+  for (const FormatEntry& e : kFloatFormats) {  // scaled float formats: no kernel variants
+    if (!format_selected(e, opt.only)) continue;
+    const FloatSpec spec = parse_float_spec(e.spec);
+    if (!e.gpu) {
+      rows.push_back(
+          {"-", e.spec, "-", "-", 0, 0, 0, 0.0, std::string("CPU only: no GPU kernels (") + e.name + ")"});
+      continue;
+    }
+    for (const Data& d : data)
+      for (bool half_in : {true, false}) {
+        check_float(d, spec, half_in, false, rows);
+        if (spec.fp8()) check_float(d, spec, half_in, true, rows);
+      }
+  }
   return rows;
 }
 

@@ -5,6 +5,8 @@
 #include <random>
 #include <vector>
 
+#include "kvlab/float_quant.h"
+#include "kvlab/formats.h"
 #include "kvlab/half.h"
 #include "kvlab/quantizer.h"
 
@@ -82,6 +84,23 @@ int main(int argc, char** argv) {
       put(f, kvlab::unpack_codes(q));
       put(f, kvlab::dequantize(q));
       put(f, kvlab::dequantize_half(q));
+    }
+  }
+  // the scaled float formats (vectorized encode at -O3), dynamic and 99th-percentile scales
+  for (const kvlab::FormatEntry& e : kvlab::kFloatFormats) {
+    const kvlab::FloatSpec spec = kvlab::parse_float_spec(e.spec);
+    for (int dt = 0; dt < 2; ++dt) {
+      kvlab::TensorView v{dt ? (const void*)wide_h.data() : (const void*)wide.data(),
+                          dt ? kvlab::DType::F16 : kvlab::DType::F32, shape};
+      for (const kvlab::FloatQuantized& q :
+           {kvlab::quantize_float(v, spec),
+            kvlab::quantize_float(v, spec, kvlab::float_scales(v, spec, {99.0}))}) {
+        put(f, q.codes);
+        put(f, q.scale);
+        put(f, q.block_scale);
+        put(f, kvlab::dequantize_float(q));
+        put(f, kvlab::dequantize_float_half(q));
+      }
     }
   }
   return std::fclose(f) == 0 ? 0 : 1;

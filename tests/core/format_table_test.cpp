@@ -5,6 +5,7 @@
 #include <set>
 #include <string>
 
+#include "kvlab/float_quant.h"
 #include "kvlab/formats.h"
 #include "kvlab/quantizer.h"
 
@@ -28,6 +29,17 @@ TEST(FormatTable, GpuOnlyForTheKvlabProfileAndBenchOnlyOnGpu) {
     SCOPED_TRACE(e.name);
     const QuantizerSpec s = parse_quantizer(e.spec);
     EXPECT_TRUE(!e.gpu || s.profile == Profile::Kvlab) << "GPU kernels exist for the kvlab profile only";
+    EXPECT_TRUE(!e.bench || e.gpu) << "a benchmarked format must have GPU kernels";
+  }
+}
+
+TEST(FormatTable, FloatFormatsUniqueCanonicalAndNotInTheOtherTable) {
+  std::set<std::string> names;
+  for (const FormatEntry& e : kFormats) names.insert(e.name);
+  for (const FormatEntry& e : kFloatFormats) {
+    SCOPED_TRACE(e.name);
+    EXPECT_TRUE(names.insert(e.name).second) << "duplicate name";
+    EXPECT_EQ(to_string(parse_float_spec(e.spec)), e.spec) << "spec is not in canonical form";
     EXPECT_TRUE(!e.bench || e.gpu) << "a benchmarked format must have GPU kernels";
   }
 }

@@ -98,7 +98,8 @@ TEST(Fp8Method, Fp16InputEqualsItsFp32Values) {
 TEST(Fp8Method, ThroughTheRegistry) {
   const MethodPtr m = parse_method("fp8-e4m3");
   EXPECT_EQ(m->family(), "fp8");
-  EXPECT_EQ(m->spec(), "fp8:kfmt=e4m3,vfmt=e4m3");
+  EXPECT_EQ(m->spec(), "fp8:kfmt=e4m3,vfmt=e4m3,scale=head,calib=dynamic,calib_tokens=half");
+  EXPECT_TRUE(*parse_method("fp8:kfmt=e4m3,vfmt=e4m3") == *m);  // the spec published before scale/calib
   EXPECT_TRUE(*parse_method(m->spec()) == *m);
   EXPECT_TRUE(*parse_method("fp8") == *m);  // the defaults
   for (const char* text : {"fp8:kfmt=e5m2", "fp8:vfmt=e5m2", "fp8:vfmt=e5m2,kfmt=e5m2"}) {
@@ -106,7 +107,16 @@ TEST(Fp8Method, ThroughTheRegistry) {
     EXPECT_TRUE(*parse_method(x->spec()) == *x) << text;
     EXPECT_FALSE(*x == *m) << text;
   }
-  EXPECT_EQ(parse_method("fp8:vfmt=e5m2,kfmt=e5m2")->spec(), "fp8:kfmt=e5m2,vfmt=e5m2");
+  EXPECT_EQ(parse_method("fp8:vfmt=e5m2,kfmt=e5m2")->spec(),
+            "fp8:kfmt=e5m2,vfmt=e5m2,scale=head,calib=dynamic,calib_tokens=half");
+  EXPECT_TRUE(*parse_method("fp8:fmt=e5m2") == *parse_method("fp8:vfmt=e5m2,kfmt=e5m2"));
+  for (const char* text :
+       {"fp8:scale=channel,calib=percentile:99.9", "fp8:scale=tensor,calib=max,calib_tokens=64"}) {
+    const MethodPtr x = parse_method(text);
+    EXPECT_TRUE(*parse_method(x->spec()) == *x) << text;
+  }
+  EXPECT_EQ(parse_method("fp8:calib=percentile:99.9")->spec(),
+            "fp8:kfmt=e4m3,vfmt=e4m3,scale=head,calib=percentile:99.9,calib_tokens=half");
   // every token quantized; 8 bits plus one fp32 scale per head and role
   const Schedule s = m->schedule(300);
   EXPECT_EQ(s.key_begin, 0);
@@ -133,8 +143,45 @@ TEST(Fp8Method, ThroughTheRegistry) {
     parse_method("fp8:bits=8");
     FAIL();
   } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("kfmt, vfmt"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("kfmt, vfmt, fmt, scale, calib, calib_tokens"), std::string::npos)
+        << e.what();
   }
+  for (const char* bad : {"fp8:kfmt=nvfp4", "fp8:calib=percentile:0", "fp8:calib=percentile:101",
+                          "fp8:calib=mean", "fp8:calib_tokens=0", "fp8:scale=block"})
+    EXPECT_THROW(parse_method(bad), std::invalid_argument) << bad;
+}
+
+// Calibrated scales come from the first half of the tokens (or calib_tokens), which the
+// schedule leaves out; the other tokens are quantized with those scales and saturate beyond.
+TEST(Fp8Method, CalibratedScalesLearnFromTheFirstTokensOnly) {
+  // one head, T = 4, D = 2: tokens 0-1 have absmax 7, tokens 2-3 reach 14
+  const Tensor t = kvtest::make_tensor({1, 4, 2}, {7.0f, -3.5f, 1.75f, 0.875f, 14.0f, -7.0f, 3.5f, 0.0f});
+  const MethodPtr cal = parse_method("fp8:calib=max");
+  const Reconstruction r = cal->apply(t.view(), t.view());
+  const float s = 7.0f / 448.0f;  // exact: 2^-6
+  EXPECT_EQ(r.k.data[0], 7.0f);
+  EXPECT_EQ(r.k.data[4], 448.0f * s);  // 14 saturates at the calibrated max, 7
+  EXPECT_EQ(r.k.data[5], -7.0f);
+  EXPECT_EQ(r.k.data[6], 3.5f);
+  const Schedule sc = cal->schedule(4);
+  EXPECT_EQ(sc.key_begin, 2);  // the calibration tokens are not evaluated
+  EXPECT_EQ(sc.key_end, 4);
+  EXPECT_EQ(sc.value_begin, 2);
+  // dynamic: every token evaluated, the absmax of all tokens (14) tops the grid
+  const Reconstruction d = parse_method("fp8-e4m3")->apply(t.view(), t.view());
+  EXPECT_EQ(d.k.data[4], 14.0f);
+  EXPECT_EQ(parse_method("fp8-e4m3")->schedule(4).key_begin, 0);
+  // calib_tokens=3 takes token 2 in: absmax 14
+  EXPECT_EQ(parse_method("fp8:calib=max,calib_tokens=3")->apply(t.view(), t.view()).k.data[4], 14.0f);
+  // the 50th percentile of |x| over tokens 0-1 (0.875, 1.75, 3.5, 7): rank 2 -> 1.75
+  const Reconstruction p = parse_method("fp8:calib=percentile:50")->apply(t.view(), t.view());
+  EXPECT_EQ(p.k.data[2], 1.75f);
+  EXPECT_EQ(p.k.data[0], 1.75f);  // saturated at the percentile
+  // too few tokens for a calibration split
+  const Tensor one = kvtest::make_tensor({1, 1, 2}, {1.0f, 2.0f});
+  EXPECT_THROW(cal->apply(one.view(), one.view()), std::invalid_argument);
+  EXPECT_THROW(parse_method("fp8:calib=max,calib_tokens=4")->apply(t.view(), t.view()),
+               std::invalid_argument);
 }
 
 }  // namespace

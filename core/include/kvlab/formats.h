@@ -45,4 +45,20 @@ inline constexpr FormatEntry kFormats[] = {
 };
 // clang-format on
 
+// The scaled floating-point formats (float_quant.h, docs/FORMATS.md section 8): the same row
+// type, with a float format spec (parse_float_spec round-trips it); validate and bench iterate
+// it after kFormats.
+// clang-format off
+inline constexpr FormatEntry kFloatFormats[] = {
+  // name             spec                        gpu    bench  note
+  {"fp8-e4m3-head",   "fmt=e4m3,scale=head",      true,  true,  "FP8 E4M3, fp32 absmax scale per head (hardware cvt)"},
+  {"fp8-e4m3-tensor", "fmt=e4m3,scale=tensor",    true,  false, "FP8 E4M3, one fp32 scale per tensor"},
+  {"fp8-e4m3-ch",     "fmt=e4m3,scale=channel",   true,  true,  "FP8 E4M3, fp32 scale per (head, channel)"},
+  {"fp8-e5m2-head",   "fmt=e5m2,scale=head",      true,  true,  "FP8 E5M2, fp32 absmax scale per head"},
+  {"fp8-e5m2-ch",     "fmt=e5m2,scale=channel",   true,  false, "FP8 E5M2, fp32 scale per (head, channel)"},
+  {"nvfp4",           "fmt=nvfp4",                true,  true,  "NVFP4: E2M1, E4M3 scale per 16, fp32 tensor scale"},
+  {"mxfp4",           "fmt=mxfp4",                true,  true,  "MXFP4 (OCP MX v1.0): E2M1, E8M0 scale per 32"},
+};
+// clang-format on
+
 }  // namespace kvlab

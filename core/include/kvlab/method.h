@@ -59,6 +59,8 @@ struct UniformParams {
   double boost = -1.0;                // kitty: share of key channels at kbits + 2 per page
   ParamType params = ParamType::F16;  // scale/zero storage
   Profile profile = Profile::Kvlab;   // arithmetic recipe of both quantizers
+  int rot_seed = -1;                  // rot=hadamard:SEED (>= 0): randomized Hadamard along head_dim
+  int rot_roles = 3;                  // which roles rot rotates: 1 keys, 2 values, 3 both
 
   bool operator==(const UniformParams&) const = default;
 };

@@ -1,113 +1,141 @@
-// fp8: keys and values as FP8 codes (e4m3 or e5m2) times one fp32 scale per head and role,
-// scale = absmax / fp8_max; every token quantized. The codes round to nearest-even on the fp8
-// grid (subnormals included) and saturate at +-max; pure fp32 operations, so the bytes do not
-// depend on the compiler (the build also forbids FMA contraction).
-#include <algorithm>
-#include <cmath>
+// fp8: keys and values as FP8 codes (e4m3 or e5m2, per role) times fp32 scales per tensor, head
+// or (head, channel); every token quantized. Scales are dynamic (absmax of the tokens being
+// quantized, scale = absmax / fp8 max) or calibrated (absmax or a percentile of |x| over the
+// calibration tokens, by default the first half; those tokens are quantized with the same
+// scales but left out of the schedule, so reconstruction errors are taken on the others). The
+// codes are CUDA's conversion (round to nearest even, satfinite): float_format.h.
 #include <stdexcept>
 
-#include "kvlab/enum_names.h"
 #include "kvlab/kv_text.h"
 #include "uniform.h"
 
-namespace kvlab {
-namespace methods {
-enum class Fp8Format { E4M3, E5M2 };
-}  // namespace methods
-
-template <>
-struct EnumNames<methods::Fp8Format> {
-  static constexpr EnumName<methods::Fp8Format> names[] = {{methods::Fp8Format::E4M3, "e4m3"},
-                                                           {methods::Fp8Format::E5M2, "e5m2"}};
-};
-
-namespace methods {
+namespace kvlab::methods {
 namespace {
 
 const std::string kName = "fp8";
 
-// The finite grid of a format (OCP FP8: e4m3 has no infinities, so its max is 448).
-struct Fp8Grid {
-  int mantissa_bits;
-  int min_exponent;  // of the smallest normal binade; subnormals share its spacing
-  float max;
+// calib=dynamic | max | percentile:P
+struct Calib {
+  bool dynamic = true;
+  double percentile = 100.0;  // max: 100
+  bool operator==(const Calib&) const = default;
 };
-Fp8Grid grid_of(Fp8Format f) {
-  return f == Fp8Format::E4M3 ? Fp8Grid{3, -6, 448.0f} : Fp8Grid{2, -14, 57344.0f};
-}
 
-// y on the grid: nearest, ties to even (the default rounding mode of nearbyint), saturated.
-float round_to_grid(float y, const Fp8Grid& g) {
-  const float a = std::fabs(y);
-  if (!(a < g.max)) return std::copysign(g.max, y);
-  int e = 0;
-  std::frexp(a, &e);  // a = m * 2^e with m in [0.5, 1): a's binade is 2^(e - 1)
-  const int step = std::max(e - 1, g.min_exponent) - g.mantissa_bits;
-  // scaling by powers of two is exact, so the only rounding is nearbyint's
-  const float q = std::ldexp(std::nearbyint(std::ldexp(a, -step)), step);
-  return std::copysign(std::min(q, g.max), y);
-}
-
-// Every slice (one KV head) of x with its own absmax scale.
-Tensor quantize_role(const TensorView& x, Fp8Format f) {
-  const Fp8Grid g = grid_of(f);
-  const int64_t T = x.shape[x.shape.size() - 2], D = x.shape.back(), len = T * D, N = x.numel() / len;
-  Tensor out;
-  out.shape = x.shape;
-  out.data.resize(x.numel());
-  load(x, 0, x.numel(), out.data.data());
-  for (int64_t n = 0; n < N; ++n) {
-    float* p = &out.data[n * len];
-    float absmax = 0.0f;
-    for (int64_t i = 0; i < len; ++i) absmax = std::max(absmax, std::fabs(p[i]));
-    const float scale = absmax == 0.0f ? 1.0f : absmax / g.max;
-    if (scale == 0.0f)
-      throw std::invalid_argument("fp8: absmax " + text::format_double(absmax) +
-                                  " of a head is too small for an fp32 scale");
-    for (int64_t i = 0; i < len; ++i) p[i] = round_to_grid(p[i] / scale, g) * scale;
+Calib parse_calib(const std::string& v) {
+  const std::string pre = "percentile:";
+  if (v == "dynamic") return {};
+  if (v == "max") return {false, 100.0};
+  if (v.rfind(pre, 0) == 0) {
+    const double p = text::parse_double(v.substr(pre.size()), "calib percentile");
+    if (!(p > 0.0 && p <= 100.0))
+      throw std::invalid_argument("calib='" + v + "': the percentile must be in (0, 100]");
+    return {false, p};
   }
-  return out;
+  throw std::invalid_argument("calib='" + v + "' is not valid; choose one of: dynamic, max, percentile:P");
 }
+
+std::string calib_text(const Calib& c) {
+  if (c.dynamic) return "dynamic";
+  return c.percentile == 100.0 ? "max" : "percentile:" + text::format_double(c.percentile);
+}
+
+struct Fp8Params {
+  FloatFormat k = FloatFormat::E4M3, v = FloatFormat::E4M3;
+  FloatScale scale = FloatScale::Head;
+  Calib calib;
+  int calib_tokens = 0;  // 0: the first half (floor(T / 2)); else the first n tokens
+};
 
 class Fp8 final : public Method {
  public:
-  Fp8(Fp8Format k, Fp8Format v) : k_(k), v_(v) {}
+  explicit Fp8(Fp8Params p) : p_(p) {}
   const std::string& family() const override { return kName; }
-  std::string spec() const override { return kName + ":kfmt=" + enum_name(k_) + ",vfmt=" + enum_name(v_); }
-  Schedule schedule(int64_t T) const override { return every_token(T); }
+  std::string spec() const override {
+    return kName + ":kfmt=" + enum_name(p_.k) + ",vfmt=" + enum_name(p_.v) + ",scale=" + enum_name(p_.scale) +
+           ",calib=" + calib_text(p_.calib) +
+           ",calib_tokens=" + (p_.calib_tokens ? std::to_string(p_.calib_tokens) : std::string("half"));
+  }
+  // Dynamic: every token. Calibrated: every token is quantized, the calibration tokens are not
+  // evaluated.
+  Schedule schedule(int64_t T) const override {
+    const int64_t c = p_.calib.dynamic ? 0 : std::min<int64_t>(calib_end(T), T);
+    return {c, T, c, T};
+  }
   Bits bits(int64_t T, int64_t D) const override {
-    const double b = 8.0 + 32.0 / (double)(T * D);  // 8-bit codes and one fp32 scale per head
-    return {b, b};
+    return {float_packed_bits({T, D}, {p_.k, p_.scale}) / (double)(T * D),
+            float_packed_bits({T, D}, {p_.v, p_.scale}) / (double)(T * D)};
   }
   Reconstruction apply(const TensorView& k, const TensorView& v, const HeadContext&) const override {
     check_inputs(k, v);
-    return {quantize_role(k, k_), quantize_role(v, v_)};
+    return {role(k, p_.k), role(v, p_.v)};
   }
 
  private:
-  Fp8Format k_, v_;
+  int64_t calib_end(int64_t T) const { return p_.calib_tokens ? p_.calib_tokens : T / 2; }
+
+  Tensor role(const TensorView& x, FloatFormat f) const {
+    const FloatSpec s{f, p_.scale};
+    if (p_.calib.dynamic) return float_roundtrip(x, s, {});
+    const int64_t T = x.shape[x.shape.size() - 2], D = x.shape.back(), N = x.numel() / (T * D),
+                  c = calib_end(T);
+    if (c < 1 || c >= T)
+      throw std::invalid_argument("method '" + spec() + "': " + std::to_string(c) +
+                                  " calibration tokens of " + std::to_string(T) +
+                                  " leave no calibration or no evaluated token");
+    Tensor head;  // tokens [0, c) of every slice
+    head.shape = x.shape;
+    head.shape[head.shape.size() - 2] = c;
+    head.data.resize(N * c * D);
+    for (int64_t n = 0; n < N; ++n) load(x, n * T * D, c * D, &head.data[n * c * D]);
+    return float_roundtrip(x, s, float_scales(head.view(), s, {p_.calib.percentile}));
+  }
+
+  Fp8Params p_;
 };
+
+FloatFormat parse_fp8(const std::string& v, const std::string& key) {
+  const FloatFormat f = parse_enum<FloatFormat>(v, key);
+  if (f != FloatFormat::E4M3 && f != FloatFormat::E5M2)
+    throw std::invalid_argument(key + "='" + v +
+                                "' is not valid; choose one of: e4m3, e5m2 (fp4: family fp4)");
+  return f;
+}
 
 }  // namespace
 
 MethodFamily fp8_family() {
   MethodFamily f;
   f.name = kName;
-  f.summary = "FP8 codes (e4m3 or e5m2) with one fp32 absmax scale per head and role, every token";
+  f.summary =
+      "FP8 codes (e4m3 or e5m2, CUDA's satfinite rounding) times fp32 scales per tensor, head or channel; "
+      "dynamic or calibrated on the first tokens (default: the first half, not evaluated)";
   f.keys = {{"kfmt", "e4m3", "keys' format: e4m3 (max 448) or e5m2 (max 57344)"},
-            {"vfmt", "e4m3", "values' format: e4m3 or e5m2"}};
-  f.presets = {
-      {"fp8-e4m3", "fp8:kfmt=e4m3,vfmt=e4m3", "FP8 E4M3 keys and values, fp32 absmax scale per head"}};
+            {"vfmt", "e4m3", "values' format: e4m3 or e5m2 (fmt=X sets both)"},
+            {"scale", "head", "one fp32 scale per tensor, head, or (head, channel)"},
+            {"calib", "dynamic",
+             "dynamic: absmax of all tokens; max or percentile:P: |x| over the calibration tokens"},
+            {"calib_tokens", "half",
+             "calibration tokens: the first floor(T/2) ('half') or the first n; evaluated: the rest"}};
+  f.presets = {{"fp8-e4m3", "fp8:kfmt=e4m3,vfmt=e4m3,scale=head,calib=dynamic,calib_tokens=half",
+                "FP8 E4M3 keys and values, fp32 absmax scale per head"}};
   f.parse = [](const std::string& args) -> MethodPtr {
-    Fp8Format k = Fp8Format::E4M3, v = Fp8Format::E4M3;
+    Fp8Params p;
     for (const auto& [key, value] : text::split_pairs(args, "method spec")) {
-      text::choose(key, kName + " key", {"kfmt", "vfmt"});
-      (key == "kfmt" ? k : v) = parse_enum<Fp8Format>(value, key);
+      switch (text::choose(key, kName + " key", {"kfmt", "vfmt", "fmt", "scale", "calib", "calib_tokens"})) {
+        case 0: p.k = parse_fp8(value, key); break;
+        case 1: p.v = parse_fp8(value, key); break;
+        case 2: p.k = p.v = parse_fp8(value, key); break;
+        case 3: p.scale = parse_enum<FloatScale>(value, key); break;
+        case 4: p.calib = parse_calib(value); break;
+        default:
+          p.calib_tokens = value == "half" ? 0 : text::parse_int(value, key);
+          if (value != "half" && p.calib_tokens < 1)
+            throw std::invalid_argument("calib_tokens=" + value + " must be 'half' or a count >= 1");
+      }
     }
-    return std::make_shared<const Fp8>(k, v);
+    return std::make_shared<const Fp8>(p);
   };
   return f;
 }
 
-}  // namespace methods
-}  // namespace kvlab
+}  // namespace kvlab::methods

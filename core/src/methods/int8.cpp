@@ -22,8 +22,12 @@ Schedule all(const UniformParams&, int64_t T) { return every_token(T); }
 MethodFamily int8_family() {
   return uniform_family(
       "int8", "symmetric INT8 per channel for keys and values, every token quantized",
-      {{"group", "all", "tokens per scale, per channel, or 'all'"},
-       {"params", "fp16", "fp16|fp32 storage of the scales"}},
+      [] {
+        std::vector<MethodKey> keys = {{"group", "all", "tokens per scale, per channel, or 'all'"},
+                                       {"params", "fp16", "fp16|fp32 storage of the scales"}};
+        for (const MethodKey& k : rotation_keys()) keys.push_back(k);
+        return keys;
+      }(),
       {{"int8", "int8:group=all,params=fp16", "symmetric INT8 per channel, absmax/127, keys and values"}},
       {per_channel, per_channel, all, nullptr});
 }

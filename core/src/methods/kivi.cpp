@@ -26,14 +26,22 @@ QuantizerSpec kivi_value(const UniformParams& p) {
 
 // The keys kivi and kitty share; kitty adds boost and changes sink's default.
 std::vector<MethodKey> kivi_keys(const std::string& sink) {
-  return {{"kbits", "2", "code bits of keys (1..8)"},
-          {"vbits", "2", "code bits of values (1..8)"},
-          {"group", "128", "keys: tokens per group, per channel ('all': the whole sequence)"},
-          {"vgroup", "all", "values: channels per group, per token ('all' = head dim)"},
-          {"sink", sink, "the first S tokens stay fp16"},
-          {"residual", "128", "the newest R values stay fp16; keys past the last whole group stay fp16"},
-          {"params", "fp16", "fp16|fp32 storage of scales and zeros"},
-          {"profile", "kvlab", "kvlab|kivi|kitty-sim arithmetic (docs/FORMATS.md)"}};
+  return {
+      {"kbits", "2", "code bits of keys (1..8)"},
+      {"vbits", "2", "code bits of values (1..8)"},
+      {"group", "128", "keys: tokens per group, per channel ('all': the whole sequence)"},
+      {"vgroup", "all", "values: channels per group, per token ('all' = head dim)"},
+      {"sink", sink, "the first S tokens stay fp16"},
+      {"residual", "128", "the newest R values stay fp16; keys past the last whole group stay fp16"},
+      {"params", "fp16", "fp16|fp32 storage of scales and zeros"},
+      {"profile", "kvlab", "kvlab|kivi|kitty-sim arithmetic (docs/FORMATS.md)"},
+      {"rot", "none", "hadamard[:SEED]: randomized Hadamard along head_dim before quantizing, undone after"},
+      {"rot_roles", "kv", "roles rot applies to: k, v or kv"}};
+}
+
+std::vector<MethodKey> rotation_keys() {
+  const std::vector<MethodKey> all = kivi_keys("0");
+  return {all.end() - 2, all.end()};
 }
 
 MethodFamily kivi_family() {

@@ -7,6 +7,7 @@
 #include "kvlab/half.h"
 #include "kvlab/kv_text.h"
 #include "kvlab/quantizer.h"
+#include "rotation.h"
 
 namespace kvlab::methods {
 
@@ -43,6 +44,11 @@ double role_bits(const QuantizerSpec& q, int64_t n, int64_t T, int64_t D) {
   return (quantized + (T - n) * (16.0 * D)) / (double)(T * D);
 }
 
+Tensor float_roundtrip(const TensorView& x, const FloatSpec& s, const std::vector<float>& scales) {
+  const FloatQuantized q = scales.empty() ? quantize_float(x, s) : quantize_float(x, s, scales);
+  return {x.shape, dequantize_float(q)};
+}
+
 Schedule every_token(int64_t T) { return {0, T, 0, T}; }
 
 Schedule sink_and_residual(const UniformParams& p, int64_t T) {
@@ -61,11 +67,29 @@ int parse_group(const std::string& v, const std::string& key) {
   return v == "all" ? kWholeAxis : text::parse_int(v, key);
 }
 
-// Every key a uniform family may list: how it reads and prints.
+// rot=none | hadamard | hadamard:SEED (hadamard alone: seed 0)
+int parse_rot(const std::string& v, const std::string& key) {
+  const std::string pre = "hadamard:";
+  if (v == "none") return -1;
+  if (v == "hadamard") return 0;
+  if (v.rfind(pre, 0) == 0) {
+    const int seed = text::parse_int(v.substr(pre.size()), key + " seed");
+    if (seed < 0) throw std::invalid_argument(key + "='" + v + "': the seed must be >= 0");
+    return seed;
+  }
+  throw std::invalid_argument(key + "='" + v +
+                              "' is not valid; choose one of: none, hadamard, hadamard:SEED");
+}
+const std::vector<std::string> kRotRoles = {"k", "v", "kv"};  // rot_roles 1, 2, 3
+
+// Every key a uniform family may list: how it reads and prints. `optional` keys are printed
+// only when they differ from UniformParams' default, so specs published before them stay
+// canonical.
 struct KeyRule {
   const char* name;
   void (*set)(UniformParams&, const std::string& value, const std::string& key);
   std::string (*get)(const UniformParams&);
+  bool optional = false;
 };
 constexpr KeyRule kKeys[] = {
     {"kbits",
@@ -99,6 +123,17 @@ constexpr KeyRule kKeys[] = {
        p.profile = parse_enum<Profile>(v, k);
      },
      [](const UniformParams& p) { return std::string(enum_name(p.profile)); }},
+    {"rot",
+     [](UniformParams& p, const std::string& v, const std::string& k) { p.rot_seed = parse_rot(v, k); },
+     [](const UniformParams& p) {
+       return p.rot_seed < 0 ? std::string("none") : "hadamard:" + std::to_string(p.rot_seed);
+     },
+     true},
+    {"rot_roles",
+     [](UniformParams& p, const std::string& v, const std::string& k) {
+       p.rot_roles = text::choose(v, k, kRotRoles) + 1;
+     },
+     [](const UniformParams& p) { return kRotRoles[p.rot_roles - 1]; }, true},
 };
 
 const KeyRule& rule_of(const std::string& name) {
@@ -131,9 +166,21 @@ UniformMethod::UniformMethod(std::string family, std::vector<std::string> keys, 
 
 std::string UniformMethod::spec() const {
   std::string out = family_;
-  for (size_t i = 0; i < keys_.size(); ++i)
-    out += (i ? "," : ":") + keys_[i] + "=" + rule_of(keys_[i]).get(p_);
+  bool first = true;
+  for (const std::string& k : keys_) {
+    const KeyRule& r = rule_of(k);
+    if (r.optional && r.get(p_) == r.get(UniformParams{})) continue;
+    out += (first ? ":" : ",") + k + "=" + r.get(p_);
+    first = false;
+  }
   return out;
+}
+
+void UniformMethod::check_model(const ModelShape& m) const {
+  if (p_.rot_seed >= 0 && !is_power_of_two(m.head_dim))
+    throw std::invalid_argument("method '" + spec() +
+                                "': rot=hadamard needs a head_dim that is a power of two, got " +
+                                std::to_string(m.head_dim));
 }
 
 Bits UniformMethod::bits(int64_t T, int64_t D) const {
@@ -145,9 +192,11 @@ Bits UniformMethod::bits(int64_t T, int64_t D) const {
 namespace {
 
 // Quantize tokens [b, e) of x (..., T, D) and write the dequantized values into out.
-// boost: null, or the caller's boosted channels per (slice, page) of the range.
+// boost: null, or the caller's boosted channels per (slice, page) of the range. rot_seed >= 0:
+// the range is rotated along D before quantizing (the codes are the rotated tensor's) and the
+// dequantized values are rotated back.
 void replace_range(const TensorView& x, int64_t b, int64_t e, const QuantizerSpec& spec, Tensor& out,
-                   const std::vector<int32_t>* boost) {
+                   const std::vector<int32_t>* boost, int rot_seed) {
   if (e <= b) {
     if (boost && !boost->empty())
       throw std::invalid_argument("method apply: key boost channels were given but no key page is quantized");
@@ -161,8 +210,10 @@ void replace_range(const TensorView& x, int64_t b, int64_t e, const QuantizerSpe
   part.data.resize(N * len);
   // fp16 input converts to fp32 exactly, so every profile sees the values it was given
   for (int64_t n = 0; n < N; ++n) load(x, (n * T + b) * D, len, &part.data[n * len]);
-  const std::vector<float> deq =
+  if (rot_seed >= 0) hadamard_rows(part.data.data(), N * (e - b), D, (uint64_t)rot_seed, false);
+  std::vector<float> deq =
       dequantize(boost ? quantize(part.view(), spec, *boost) : quantize(part.view(), spec));
+  if (rot_seed >= 0) hadamard_rows(deq.data(), N * (e - b), D, (uint64_t)rot_seed, true);
   for (int64_t n = 0; n < N; ++n) std::copy_n(&deq[n * len], len, &out.data[(n * T + b) * D]);
 }
 
@@ -173,8 +224,10 @@ Reconstruction UniformMethod::apply_with(const TensorView& k, const TensorView& 
   check_inputs(k, v);
   const Schedule s = schedule(k.shape[k.shape.size() - 2]);
   Reconstruction r{full_precision(k), full_precision(v)};
-  replace_range(k, s.key_begin, s.key_end, rules_.key(p_), r.k, key_boost);
-  replace_range(v, s.value_begin, s.value_end, rules_.value(p_), r.v, nullptr);
+  replace_range(k, s.key_begin, s.key_end, rules_.key(p_), r.k, key_boost,
+                p_.rot_roles & 1 ? p_.rot_seed : -1);
+  replace_range(v, s.value_begin, s.value_end, rules_.value(p_), r.v, nullptr,
+                p_.rot_roles & 2 ? p_.rot_seed : -1);
   return r;
 }
 

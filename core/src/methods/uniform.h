@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "kvlab/float_quant.h"
 #include "kvlab/method.h"
 
 namespace kvlab::methods {
@@ -17,6 +18,9 @@ void load(const TensorView& x, int64_t first, int64_t n, float* out);
 Tensor full_precision(const TensorView& x);
 // Bits per element of one role of one head: n quantized tokens packed with q, T - n in fp16.
 double role_bits(const QuantizerSpec& q, int64_t n, int64_t T, int64_t D);
+// x through a scaled floating-point format (float_quant.h) and back, as fp32 of x's shape;
+// scales: the format's fp32 scales, or empty for scales from x itself (dynamic).
+Tensor float_roundtrip(const TensorView& x, const FloatSpec& s, const std::vector<float>& scales);
 
 // Schedules of the uniform families.
 Schedule every_token(int64_t T);
@@ -34,7 +38,7 @@ struct UniformRules {
 };
 
 // The family entry; its keys must be among kbits, vbits, group, vgroup, sink, residual, boost,
-// params, profile, each with its default as spec text.
+// params, profile, rot, rot_roles, each with its default as spec text.
 MethodFamily uniform_family(std::string name, std::string summary, std::vector<MethodKey> keys,
                             std::vector<Preset> presets, UniformRules rules);
 
@@ -42,6 +46,8 @@ MethodFamily uniform_family(std::string name, std::string summary, std::vector<M
 QuantizerSpec kivi_key(const UniformParams& p);
 QuantizerSpec kivi_value(const UniformParams& p);
 std::vector<MethodKey> kivi_keys(const std::string& sink_default);
+// rot and rot_roles, which every uniform family lists last.
+std::vector<MethodKey> rotation_keys();
 
 class UniformMethod final : public Method {
  public:
@@ -54,6 +60,7 @@ class UniformMethod final : public Method {
   Reconstruction apply(const TensorView& k, const TensorView& v, const HeadContext&) const override {
     return apply_with(k, v, nullptr);
   }
+  void check_model(const ModelShape& m) const override;  // rot=hadamard: head_dim a power of two
   std::optional<QuantizerSpec> key_quantizer() const override { return rules_.key(p_); }
   std::optional<QuantizerSpec> value_quantizer() const override { return rules_.value(p_); }
   const UniformParams* uniform() const override { return &p_; }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kvlab/enum_names.h"
+#include "kvlab/float_quant.h"
 #include "kvlab/quantizer.h"
 #include "kvlab/spec.h"
 #include "kvlab/tensor.h"
@@ -32,6 +33,14 @@ QuantizedTensor quantize_device_input(const TensorView& x, const QuantizerSpec& 
 std::vector<float> dequantize(const QuantizedTensor& q, const KernelConfig& cfg = {});
 std::vector<uint16_t> dequantize_half(const QuantizedTensor& q, const KernelConfig& cfg = {});
 std::vector<uint8_t> unpack_codes(const QuantizedTensor& q, const KernelConfig& cfg = {});
+
+// core's float_quant.h on the GPU (FP8 with the hardware conversion, NVFP4, MXFP4): scales from
+// x on the device (dynamic) or given (calibrated), byte for byte the CPU's.
+FloatQuantized quantize_float(const TensorView& x, const FloatSpec& s, std::string* variant = nullptr);
+FloatQuantized quantize_float(const TensorView& x, const FloatSpec& s, const std::vector<float>& scales,
+                              std::string* variant = nullptr);
+std::vector<float> dequantize_float(const FloatQuantized& q);
+std::vector<uint16_t> dequantize_float_half(const FloatQuantized& q);
 
 // The kKernelVariants entry named `name` (or its former preset name); std::invalid_argument
 // naming the choices otherwise (and where a retired runner-up went).
@@ -72,6 +81,9 @@ struct ArithCheck {
 ArithCheck check_fast_division(uint32_t per_scale, uint32_t scale_step = 1);
 // HMNMX2 / FMNMX vs hd.h's total-order f_min/f_max.
 ArithCheck check_hw_minmax();
+// The hardware FP8 conversions vs minifloat.h's integer code: every fp16 value (float and
+// f16x2 instructions), all 2^32 floats but NaN, all 256 codes decoded; e4m3 and e5m2.
+ArithCheck check_fp8_conversion();
 
 struct ValidationRow {
   std::string data;     // random, llama3-k, llama3-v, adversarial, ...

@@ -1,0 +1,266 @@
+// CPU reference of the scaled floating-point formats: token rows of D channels, per-element
+// arithmetic only through float_format.h's KV_HD recipe (the GPU calls the same functions).
+#include "kvlab/float_quant.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include "kvlab/half_rows.h"
+#include "kvlab/kv_text.h"
+#include "tiles.h"
+
+namespace kvlab {
+
+FloatSpec parse_float_spec(const std::string& text) {
+  FloatSpec s;
+  bool scale_set = false;
+  for (const auto& [key, v] : text::split_pairs(text, "float format spec")) {
+    if (key == "fmt") {
+      s.format = parse_enum<FloatFormat>(v, key);
+    } else if (key == "scale") {
+      s.scale = parse_enum<FloatScale>(v, key);
+      scale_set = true;
+    } else {
+      text::choose(key, "float format key", {"fmt", "scale"});
+    }
+  }
+  if (scale_set && !s.fp8())
+    throw std::invalid_argument("float format spec '" + text + "': scale= applies to e4m3 and e5m2 only (" +
+                                enum_name(s.format) + " has block scales)");
+  return s;
+}
+
+std::string to_string(const FloatSpec& s) {
+  std::string out = std::string("fmt=") + enum_name(s.format);
+  if (s.fp8()) out += std::string(",scale=") + enum_name(s.scale);
+  return out;
+}
+
+FloatLayout make_float_layout(const std::vector<int64_t>& shape, const FloatSpec& s) {
+  if (shape.size() < 2 || numel(shape) <= 0)
+    throw std::invalid_argument("float format " + to_string(s) + ": shape " + shape_string(shape) +
+                                " is empty or not (..., T, D)");
+  FloatLayout L;
+  L.T = shape[shape.size() - 2];
+  L.D = shape.back();
+  L.N = numel(shape) / (L.T * L.D);
+  L.format = s.format;
+  L.scale = s.scale;
+  return L;
+}
+
+namespace {
+
+// Elements [first, first + n) of x as fp32 (fp16 converts exactly).
+void load(const TensorView& x, int64_t first, int64_t n, float* out) {
+  if (x.dtype == DType::F16)
+    detail::load_floats(static_cast<const uint16_t*>(x.data) + first, out, n);
+  else
+    detail::load_floats(static_cast<const float*>(x.data) + first, out, n);
+}
+
+// x as fp32, one contiguous copy (fp16 converts exactly).
+std::vector<float> floats_of(const TensorView& x) {
+  std::vector<float> out(x.numel());
+  if (x.dtype == DType::F16)
+    detail::load_floats(static_cast<const uint16_t*>(x.data), out.data(), x.numel());
+  else
+    detail::load_floats(static_cast<const float*>(x.data), out.data(), x.numel());
+  return out;
+}
+
+// |x| as ordered bits: non-negative floats order like their bit patterns, so an integer max
+// (which vectorizes) gives the total-order f_max of the magnitudes (-0 counts as +0, as
+// f_max(+0, -0) = +0 does); the GPU reduces the same way.
+inline uint32_t abs_bits(float v) { return float_bits(v) & 0x7fffffffu; }
+
+// The value of rank ceil(p/100 * n) among the n values (nearest-rank percentile); p = 100: the max.
+float percentile_of(std::vector<float>& v, double p) {
+  if (v.empty()) return 0.0f;
+  int64_t k = (int64_t)std::ceil(p / 100.0 * (double)v.size()) - 1;
+  k = std::clamp<int64_t>(k, 0, (int64_t)v.size() - 1);
+  std::nth_element(v.begin(), v.begin() + k, v.end());
+  return v[k];
+}
+
+// |x| statistics of each fp32 scale's group: absmax (total order, like the GPU's) or a percentile.
+std::vector<float> group_stat(const std::vector<float>& x, const FloatLayout& L, double p) {
+  const int64_t groups = L.fp4() ? 1 : L.n_scales();
+  if (p >= 100.0) {
+    // per-channel maxima of each slice (vectorizes across channels), then per group
+    std::vector<uint32_t> m(groups, 0u), col(L.D);
+    for (int64_t n = 0; n < L.N; ++n) {
+      std::fill(col.begin(), col.end(), 0u);
+      for (int64_t t = 0; t < L.T; ++t) {
+        const float* row = &x[(n * L.T + t) * L.D];
+        for (int64_t c = 0; c < L.D; ++c) col[c] = std::max(col[c], abs_bits(row[c]));
+      }
+      for (int64_t c = 0; c < L.D; ++c) {
+        uint32_t& g = m[L.scale_index(n, c)];
+        g = std::max(g, col[c]);
+      }
+    }
+    std::vector<float> out(groups);
+    for (int64_t g = 0; g < groups; ++g) out[g] = bits_float(m[g]);
+    return out;
+  }
+  std::vector<std::vector<float>> vals(groups);
+  for (int64_t n = 0; n < L.N; ++n)
+    for (int64_t t = 0; t < L.T; ++t)
+      for (int64_t c = 0; c < L.D; ++c)
+        vals[L.scale_index(n, c)].push_back(std::fabs(x[(n * L.T + t) * L.D + c]));
+  std::vector<float> out(groups);
+  for (int64_t g = 0; g < groups; ++g) out[g] = percentile_of(vals[g], p);
+  return out;
+}
+
+}  // namespace
+
+void check_float_scales(const std::vector<float>& s, const FloatLayout& L, const FloatSpec& spec) {
+  if ((int64_t)s.size() != L.n_scales())
+    throw std::invalid_argument("quantize_float " + to_string(spec) + ": " + std::to_string(s.size()) +
+                                " scales given, the layout has " + std::to_string(L.n_scales()));
+  for (size_t i = 0; i < s.size(); ++i)
+    if (!(std::isfinite(s[i]) && s[i] > 0.0f))
+      throw std::invalid_argument("quantize_float " + to_string(spec) + ": scale " + std::to_string(i) +
+                                  " = " + text::format_double(s[i]) + " is not finite and positive");
+}
+
+namespace {
+
+// fp8 codes of one token row: fp8_code(x, s) with the format fixed at compile time, so the
+// loop vectorizes.
+template <bool E5>
+void fp8_codes(const float* __restrict x, const float* __restrict sc, bool per_channel, int64_t D,
+               uint8_t* __restrict out) {
+  const MiniFloat f = E5 ? e5m2_type() : e4m3_type();
+  if (per_channel)
+    for (int64_t c = 0; c < D; ++c) out[c] = (uint8_t)minifloat_encode(f_div(x[c], sc[c]), f);
+  else
+    for (int64_t c = 0; c < D; ++c) out[c] = (uint8_t)minifloat_encode(f_div(x[c], sc[0]), f);
+}
+
+// One token row of fp4: block scales, then the codes two per byte.
+void fp4_row(const float* x, const FloatLayout& L, float s_t, uint8_t* codes, uint8_t* bscale) {
+  const int B = L.block();
+  for (int64_t b = 0; b < L.blocks(); ++b) {
+    const int64_t c0 = b * B, c1 = std::min<int64_t>(L.D, c0 + B);
+    uint32_t m = 0;
+    for (int64_t c = c0; c < c1; ++c) m = std::max(m, abs_bits(x[c]));
+    const float amax = bits_float(m);
+    float S;
+    if (L.format == FloatFormat::NVFP4) {
+      bscale[b] = nvfp4_block_code(amax, s_t);
+      S = nvfp4_block_scale(bscale[b], s_t);
+    } else {
+      bscale[b] = mxfp4_block_code(amax);
+      S = mxfp4_block_scale(bscale[b]);
+    }
+    uint8_t q[32] = {};  // the block's codes (B <= 32), then two per byte
+    for (int64_t c = c0; c < c1; ++c) q[c - c0] = fp4_code(x[c], S);
+    for (int64_t j = 0; j < (c1 - c0 + 1) / 2; ++j)
+      codes[c0 / 2 + j] = (uint8_t)(q[2 * j] | (q[2 * j + 1] << 4));
+  }
+}
+
+}  // namespace
+
+std::vector<float> float_scales(const TensorView& calib, const FloatSpec& s, const Calibration& c) {
+  check_finite(calib, "float_scales: calibration values");
+  const FloatLayout L = make_float_layout(calib.shape, s);
+  if (!(c.percentile > 0.0 && c.percentile <= 100.0))
+    throw std::invalid_argument("float_scales: percentile " + text::format_double(c.percentile) +
+                                " is outside (0, 100]");
+  if (s.format == FloatFormat::MXFP4) return {};
+  const std::vector<float> x = floats_of(calib);
+  if (s.format == FloatFormat::NVFP4) return {nvfp4_tensor_scale(group_stat(x, L, 100.0)[0])};
+  std::vector<float> out = group_stat(x, L, c.percentile);
+  for (float& v : out) v = fp8_scale(v, L.e5m2());
+  return out;
+}
+
+FloatQuantized quantize_float(const TensorView& x, const FloatSpec& s) {
+  return quantize_float(x, s, float_scales(x, s));
+}
+
+FloatQuantized quantize_float(const TensorView& x, const FloatSpec& s, const std::vector<float>& scales) {
+  const FloatLayout L = make_float_layout(x.shape, s);
+  check_finite(x, "quantize_float: input");
+  check_float_scales(scales, L, s);
+  FloatQuantized q{s, x.shape, std::vector<uint8_t>(L.codes_bytes()), scales,
+                   std::vector<uint8_t>(L.block_scale_bytes())};
+  const int64_t rows = L.N * L.T, D = L.D;
+  const bool e5m2 = L.e5m2();
+  // each token row converted to fp32 where it is used (no full fp32 copy of the input)
+#pragma omp parallel
+  {
+    std::vector<float> buf(D);
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      load(x, r * D, D, buf.data());
+      const float* xr = buf.data();
+      if (L.fp4()) {
+        fp4_row(xr, L, L.format == FloatFormat::NVFP4 ? scales[0] : 0.0f, &q.codes[r * L.row_bytes()],
+                &q.block_scale[r * L.blocks()]);
+        continue;
+      }
+      const float* sc = &scales[L.scale_index(r / L.T, 0)];
+      if (e5m2)
+        fp8_codes<true>(xr, sc, L.scale == FloatScale::Channel, D, &q.codes[r * D]);
+      else
+        fp8_codes<false>(xr, sc, L.scale == FloatScale::Channel, D, &q.codes[r * D]);
+    }
+  }
+  return q;
+}
+
+std::vector<float> dequantize_float(const FloatQuantized& q) {
+  const FloatLayout L = make_float_layout(q.shape, q.spec);
+  if ((int64_t)q.codes.size() != L.codes_bytes() || (int64_t)q.scale.size() != L.n_scales() ||
+      (int64_t)q.block_scale.size() != L.block_scale_bytes())
+    throw std::invalid_argument("dequantize_float " + to_string(q.spec) + ": arrays do not match shape " +
+                                shape_string(q.shape));
+  std::vector<float> out(L.N * L.T * L.D);
+  const int64_t rows = L.N * L.T, D = L.D;
+  // every code's value (fp8_to_float / fp4_to_float), looked up: the same numbers, faster loops
+  float value[256];
+  for (int c = 0; c < 256; ++c)
+    value[c] = L.fp4() ? fp4_to_float((uint8_t)(c & 0xF)) : fp8_to_float((uint8_t)c, L.e5m2());
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    float* o = &out[r * D];
+    if (L.fp4()) {
+      const uint8_t* codes = &q.codes[r * L.row_bytes()];
+      const uint8_t* bs = &q.block_scale[r * L.blocks()];
+      const int64_t B = L.block();
+      for (int64_t b = 0; b < L.blocks(); ++b) {
+        const float S =
+            L.format == FloatFormat::NVFP4 ? nvfp4_block_scale(bs[b], q.scale[0]) : mxfp4_block_scale(bs[b]);
+        for (int64_t c = b * B; c < std::min(D, (b + 1) * B); ++c)
+          o[c] = f_mul(value[(codes[c / 2] >> (4 * (c % 2))) & 0xFu], S);  // fp4_dequant
+      }
+      continue;
+    }
+    const uint8_t* codes = &q.codes[r * D];
+    const float* sc = &q.scale[L.scale_index(r / L.T, 0)];
+    if (L.scale == FloatScale::Channel)
+      for (int64_t c = 0; c < D; ++c) o[c] = f_mul(value[codes[c]], sc[c]);  // fp8_dequant
+    else
+      for (int64_t c = 0; c < D; ++c) o[c] = f_mul(value[codes[c]], sc[0]);
+  }
+  return out;
+}
+
+std::vector<uint16_t> dequantize_float_half(const FloatQuantized& q) {
+  const std::vector<float> f = dequantize_float(q);
+  std::vector<uint16_t> out(f.size());
+  float_to_half_n(f.data(), out.data(), (int64_t)f.size());
+  return out;
+}
+
+double float_packed_bits(const std::vector<int64_t>& shape, const FloatSpec& s) {
+  return make_float_layout(shape, s).payload_bits();
+}
+
+}  // namespace kvlab

@@ -1,0 +1,439 @@
+// Scaled floating-point formats on the GPU: FP8 (E4M3/E5M2, fp32 scales per tensor, head or
+// channel) with the hardware conversion, NVFP4 and MXFP4 with the soft E2M1 conversion (no FP4
+// instruction before sm_100). Every element goes through core's float_format.h recipe, so the
+// bytes are the CPU reference's (kvlab-gpu validate compares them).
+#include "tile.cuh"
+
+namespace kvlab::gpu {
+namespace {
+
+// ---- Loads of 8 consecutive elements (i % 8 == 0; the row starts are 16- or 32-byte aligned).
+__device__ __forceinline__ void load8(const uint16_t* x, int64_t i, float v[8]) {
+  const uint4 r = *reinterpret_cast<const uint4*>(x + i);
+  const uint32_t w[4] = {r.x, r.y, r.z, r.w};
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    v[2 * k] = half_to_float((uint16_t)(w[k] & 0xffffu));
+    v[2 * k + 1] = half_to_float((uint16_t)(w[k] >> 16));
+  }
+}
+__device__ __forceinline__ void load8(const float* x, int64_t i, float v[8]) {
+  const float4 a = *reinterpret_cast<const float4*>(x + i), b = *reinterpret_cast<const float4*>(x + i + 4);
+  v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w;
+  v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+}
+__device__ __forceinline__ void store8(float* out, int64_t i, const float v[8]) {
+  *reinterpret_cast<float4*>(out + i) = make_float4(v[0], v[1], v[2], v[3]);
+  *reinterpret_cast<float4*>(out + i + 4) = make_float4(v[4], v[5], v[6], v[7]);
+}
+__device__ __forceinline__ void store8(uint16_t* out, int64_t i, const float v[8]) {
+  uint32_t w[4];
+#pragma unroll
+  for (int k = 0; k < 4; ++k) w[k] = float_to_half(v[2 * k]) | ((uint32_t)float_to_half(v[2 * k + 1]) << 16);
+  *reinterpret_cast<uint4*>(out + i) = make_uint4(w[0], w[1], w[2], w[3]);
+}
+__device__ __forceinline__ void store_out(float* out, int64_t i, float v) { out[i] = v; }
+__device__ __forceinline__ void store_out(uint16_t* out, int64_t i, float v) { out[i] = float_to_half(v); }
+
+// |x| as ordered bits: non-negative floats order like their bit patterns (-0 becomes +0, as the
+// CPU's f_max(+0, -0) = +0).
+__device__ __forceinline__ unsigned abs_bits(float v) { return __float_as_uint(v) & 0x7fffffffu; }
+
+// ---- Dynamic scales: absmax per slot (atomicMax on the bits), then the scale in place.
+template <class In>
+__global__ void absmax_slices(const In* x, FloatLayout L, unsigned* slots) {
+  const int64_t len = L.T * L.D;
+  for (int64_t n = blockIdx.y; n < L.N; n += gridDim.y) {
+    const In* p = x + n * len;
+    unsigned m = 0;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < len;
+         i += (int64_t)gridDim.x * blockDim.x)
+      m = max(m, abs_bits(load_in(p, i)));
+    for (int o = 16; o; o >>= 1) m = max(m, __shfl_xor_sync(0xffffffffu, m, o));
+    if ((threadIdx.x & 31) == 0) atomicMax(&slots[L.scale_index(n, 0)], m);
+  }
+}
+
+// Per (slice, channel): threads over channels, a chunk of tokens per block.
+template <class In>
+__global__ void absmax_channels(const In* x, FloatLayout L, unsigned* slots, int64_t chunk) {
+  for (int64_t n = blockIdx.y; n < L.N; n += gridDim.y) {
+    const int64_t t0 = blockIdx.x * chunk, t1 = min(L.T, t0 + chunk);
+    for (int64_t c = threadIdx.x; c < L.D; c += blockDim.x) {
+      unsigned m = 0;
+      for (int64_t t = t0; t < t1; ++t) m = max(m, abs_bits(load_in(x, (n * L.T + t) * L.D + c)));
+      atomicMax(&slots[n * L.D + c], m);
+    }
+  }
+}
+
+__global__ void finish_scales(FloatLayout L, float* scale) {
+  const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+  if (i >= L.n_scales()) return;
+  const float a = scale[i];  // the absmax, written as bits
+  scale[i] = L.format == FloatFormat::NVFP4 ? nvfp4_tensor_scale(a) : fp8_scale(a, L.e5m2());
+}
+
+// ---- FP8: thread (lane x, token lane y) holds 8 channels of a token; blockDim.x = D / 8.
+template <class In, bool PerChannel, bool E5>
+__global__ void fp8_quant_rows(const In* x, FloatLayout L, const float* scale, uint8_t* codes) {
+  const int64_t c = threadIdx.x * 8;
+  for (int64_t n = blockIdx.y; n < L.N; n += gridDim.y) {
+    float s[8];
+#pragma unroll
+    for (int k = 0; k < 8; ++k) s[k] = scale[PerChannel ? n * L.D + c + k : L.scale_index(n, 0)];
+    for (int64_t t = blockIdx.x * (int64_t)blockDim.y + threadIdx.y; t < L.T;
+         t += (int64_t)gridDim.x * blockDim.y) {
+      const int64_t i = (n * L.T + t) * L.D + c;
+      float v[8];
+      load8(x, i, v);
+      uint32_t w[2] = {0, 0};
+#pragma unroll
+      for (int k = 0; k < 8; ++k) w[k / 4] |= (uint32_t)fp8_code(v[k], s[k], E5) << (8 * (k % 4));
+      *reinterpret_cast<uint2*>(codes + i) = make_uint2(w[0], w[1]);
+    }
+  }
+}
+
+template <class Out, bool PerChannel, bool E5>
+__global__ void fp8_dequant_rows(const uint8_t* codes, FloatLayout L, const float* scale, Out* out) {
+  const int64_t c = threadIdx.x * 8;
+  for (int64_t n = blockIdx.y; n < L.N; n += gridDim.y) {
+    float s[8];
+#pragma unroll
+    for (int k = 0; k < 8; ++k) s[k] = scale[PerChannel ? n * L.D + c + k : L.scale_index(n, 0)];
+    for (int64_t t = blockIdx.x * (int64_t)blockDim.y + threadIdx.y; t < L.T;
+         t += (int64_t)gridDim.x * blockDim.y) {
+      const int64_t i = (n * L.T + t) * L.D + c;
+      const uint2 w = *reinterpret_cast<const uint2*>(codes + i);
+      float v[8];
+#pragma unroll
+      for (int k = 0; k < 8; ++k)
+        v[k] = fp8_dequant((uint8_t)(((k < 4 ? w.x : w.y) >> (8 * (k % 4))) & 0xffu), s[k], E5);
+      store8(out, i, v);
+    }
+  }
+}
+
+// Any D: one element per step.
+template <class In>
+__global__ void fp8_quant_any(const In* x, FloatLayout L, const float* scale, uint8_t* codes) {
+  const int64_t total = L.N * L.T * L.D;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
+       i += (int64_t)gridDim.x * blockDim.x)
+    codes[i] = fp8_code(load_in(x, i), scale[L.scale_index(i / (L.T * L.D), i % L.D)], L.e5m2());
+}
+template <class Out>
+__global__ void fp8_dequant_any(const uint8_t* codes, FloatLayout L, const float* scale, Out* out) {
+  const int64_t total = L.N * L.T * L.D;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
+       i += (int64_t)gridDim.x * blockDim.x)
+    store_out(out, i, fp8_dequant(codes[i], scale[L.scale_index(i / (L.T * L.D), i % L.D)], L.e5m2()));
+}
+
+// ---- FP4: one thread per block of B channels of a token.
+__device__ __forceinline__ float fp4_block_scale(FloatLayout L, float amax, float s_t, uint8_t* code) {
+  if (L.format == FloatFormat::NVFP4) {
+    *code = nvfp4_block_code(amax, s_t);
+    return nvfp4_block_scale(*code, s_t);
+  }
+  *code = mxfp4_block_code(amax);
+  return mxfp4_block_scale(*code);
+}
+
+// Full, aligned blocks (B divides D): vector loads, B/2 code bytes stored at once.
+template <class In, int B>
+__global__ void fp4_quant_blocks(const In* x, FloatLayout L, const float* scale, uint8_t* codes,
+                                 uint8_t* bscale) {
+  const int64_t nb = L.N * L.T * (L.D / B);
+  const float s_t = scale[0];  // NVFP4's tensor scale (MXFP4: unused)
+  for (int64_t b = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; b < nb;
+       b += (int64_t)gridDim.x * blockDim.x) {
+    float v[B];
+#pragma unroll
+    for (int k = 0; k < B; k += 8) load8(x, b * B + k, v + k);
+    float amax = 0.0f;
+#pragma unroll
+    for (int k = 0; k < B; ++k) amax = f_max(amax, f_abs(v[k]));
+    uint8_t code;
+    const float S = fp4_block_scale(L, amax, s_t, &code);
+    uint32_t w[B / 8];
+#pragma unroll
+    for (int k = 0; k < B / 8; ++k) {
+      uint32_t word = 0;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) word |= (uint32_t)fp4_code(v[8 * k + j], S) << (4 * j);
+      w[k] = word;
+    }
+    if constexpr (B == 16)
+      *reinterpret_cast<uint2*>(codes + b * 8) = make_uint2(w[0], w[1]);
+    else
+      *reinterpret_cast<uint4*>(codes + b * 16) = make_uint4(w[0], w[1], w[2], w[3]);
+    bscale[b] = code;
+  }
+}
+
+template <class Out, int B>
+__global__ void fp4_dequant_blocks(const uint8_t* codes, const uint8_t* bscale, FloatLayout L,
+                                   const float* scale, Out* out) {
+  const int64_t nb = L.N * L.T * (L.D / B);
+  const float s_t = scale[0];
+  for (int64_t b = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; b < nb;
+       b += (int64_t)gridDim.x * blockDim.x) {
+    const uint8_t code = bscale[b];
+    const float S = L.format == FloatFormat::NVFP4 ? nvfp4_block_scale(code, s_t) : mxfp4_block_scale(code);
+    uint32_t w[B / 8];
+    if constexpr (B == 16) {
+      const uint2 r = *reinterpret_cast<const uint2*>(codes + b * 8);
+      w[0] = r.x, w[1] = r.y;
+    } else {
+      const uint4 r = *reinterpret_cast<const uint4*>(codes + b * 16);
+      w[0] = r.x, w[1] = r.y, w[2] = r.z, w[3] = r.w;
+    }
+#pragma unroll
+    for (int k = 0; k < B / 8; ++k) {
+      float v[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) v[j] = fp4_dequant((uint8_t)((w[k] >> (4 * j)) & 0xfu), S);
+      store8(out, b * B + 8 * k, v);
+    }
+  }
+}
+
+// Any D (short last blocks, odd D): scalar loads, code bytes built in pairs within the block.
+template <class In>
+__global__ void fp4_quant_any(const In* x, FloatLayout L, const float* scale, uint8_t* codes,
+                              uint8_t* bscale) {
+  const int64_t per_row = L.blocks(), nb = L.N * L.T * per_row;
+  const int B = L.block();
+  for (int64_t b = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; b < nb;
+       b += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t r = b / per_row, c0 = (b % per_row) * B, c1 = min(L.D, c0 + B);
+    const In* row = x + r * L.D;
+    float amax = 0.0f;
+    for (int64_t c = c0; c < c1; ++c) amax = f_max(amax, f_abs(load_in(row, c)));
+    uint8_t code;
+    const float S = fp4_block_scale(L, amax, scale[0], &code);
+    for (int64_t c = c0; c < c1; c += 2) {
+      const uint32_t lo = fp4_code(load_in(row, c), S);
+      const uint32_t hi = c + 1 < c1 ? fp4_code(load_in(row, c + 1), S) : 0u;
+      codes[r * L.row_bytes() + c / 2] = (uint8_t)(lo | (hi << 4));
+    }
+    bscale[b] = code;
+  }
+}
+
+template <class Out>
+__global__ void fp4_dequant_any(const uint8_t* codes, const uint8_t* bscale, FloatLayout L,
+                                const float* scale, Out* out) {
+  const int64_t total = L.N * L.T * L.D;
+  const int B = L.block();
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t r = i / L.D, c = i % L.D;
+    const uint8_t code = bscale[r * L.blocks() + c / B];
+    const float S =
+        L.format == FloatFormat::NVFP4 ? nvfp4_block_scale(code, scale[0]) : mxfp4_block_scale(code);
+    const uint8_t nib = (uint8_t)((codes[r * L.row_bytes() + c / 2] >> (4 * (c % 2))) & 0xfu);
+    store_out(out, i, fp4_dequant(nib, S));
+  }
+}
+
+// ---- Launch geometry.
+unsigned stride_grid(int64_t work, int threads) {
+  return (unsigned)std::max<int64_t>(1, std::min<int64_t>(cdiv(work, threads), (int64_t)sm_count() * 32));
+}
+unsigned slice_grid_y(int64_t N) { return (unsigned)std::min<int64_t>(N, 65535); }
+// FP8 rows kernels: D / 8 lanes across, enough token lanes for 256 threads.
+bool fp8_rows_ok(const FloatLayout& L) { return L.D % 8 == 0 && L.D / 8 <= 256; }
+dim3 fp8_rows_block(const FloatLayout& L) {
+  const int x = (int)(L.D / 8);
+  return dim3(x, std::max(1, 256 / x));
+}
+dim3 fp8_rows_grid(const FloatLayout& L, dim3 block) {
+  const int64_t per_slice = cdiv(L.T, block.y);
+  const int64_t want = cdiv((int64_t)sm_count() * 8, std::min<int64_t>(L.N, 65535));
+  return dim3((unsigned)std::max<int64_t>(1, std::min(per_slice, want)), slice_grid_y(L.N));
+}
+
+template <class In>
+void scales_as(const FloatLayout& L, const In* x, DevFloat q, cudaStream_t s) {
+  const int64_t ns = L.n_scales();
+  if (ns == 0) return;
+  if (cudaMemsetAsync(q.scale, 0, ns * sizeof(float), s) != cudaSuccess) check_launch("float scales memset");
+  unsigned* slots = reinterpret_cast<unsigned*>(q.scale);
+  if (!L.fp4() && L.scale == FloatScale::Channel) {
+    const int64_t chunk = 64;
+    absmax_channels<In>
+        <<<dim3((unsigned)cdiv(L.T, chunk), slice_grid_y(L.N)), 128, 0, s>>>(x, L, slots, chunk);
+  } else {
+    const unsigned gx = (unsigned)std::max<int64_t>(
+        1, std::min<int64_t>(cdiv(L.T * L.D, 256 * 8), cdiv((int64_t)sm_count() * 16, L.N)));
+    absmax_slices<In><<<dim3(gx, slice_grid_y(L.N)), 256, 0, s>>>(x, L, slots);
+  }
+  check_launch("float absmax");
+  finish_scales<<<(unsigned)cdiv(ns, 256), 256, 0, s>>>(L, q.scale);
+  check_launch("finish_scales");
+}
+
+template <class In>
+const char* quantize_as(const FloatLayout& L, const In* x, DevFloat q, cudaStream_t s) {
+  if (L.fp4()) {
+    const int64_t nb = L.N * L.T * L.blocks();
+    const unsigned g = stride_grid(nb, 256);
+    if (L.D % L.block() == 0) {
+      if (L.format == FloatFormat::NVFP4)
+        fp4_quant_blocks<In, 16><<<g, 256, 0, s>>>(x, L, q.scale, q.codes, q.block_scale);
+      else
+        fp4_quant_blocks<In, 32><<<g, 256, 0, s>>>(x, L, q.scale, q.codes, q.block_scale);
+      check_launch("fp4_quant_blocks");
+      return "fp4-blocks";
+    }
+    fp4_quant_any<In><<<g, 256, 0, s>>>(x, L, q.scale, q.codes, q.block_scale);
+    check_launch("fp4_quant_any");
+    return "fp4-any";
+  }
+  if (!fp8_rows_ok(L)) {
+    fp8_quant_any<In><<<stride_grid(L.N * L.T * L.D, 256), 256, 0, s>>>(x, L, q.scale, q.codes);
+    check_launch("fp8_quant_any");
+    return "fp8-any";
+  }
+  const dim3 block = fp8_rows_block(L), grid = fp8_rows_grid(L, block);
+  const bool ch = L.scale == FloatScale::Channel;
+  if (ch && L.e5m2())
+    fp8_quant_rows<In, true, true><<<grid, block, 0, s>>>(x, L, q.scale, q.codes);
+  else if (ch)
+    fp8_quant_rows<In, true, false><<<grid, block, 0, s>>>(x, L, q.scale, q.codes);
+  else if (L.e5m2())
+    fp8_quant_rows<In, false, true><<<grid, block, 0, s>>>(x, L, q.scale, q.codes);
+  else
+    fp8_quant_rows<In, false, false><<<grid, block, 0, s>>>(x, L, q.scale, q.codes);
+  check_launch("fp8_quant_rows");
+  return "fp8-rows";
+}
+
+template <class Out>
+const char* dequantize_as(const FloatLayout& L, DevFloat q, Out* out, cudaStream_t s) {
+  if (L.fp4()) {
+    const int64_t nb = L.N * L.T * L.blocks();
+    if (L.D % L.block() == 0) {
+      const unsigned g = stride_grid(nb, 256);
+      if (L.format == FloatFormat::NVFP4)
+        fp4_dequant_blocks<Out, 16><<<g, 256, 0, s>>>(q.codes, q.block_scale, L, q.scale, out);
+      else
+        fp4_dequant_blocks<Out, 32><<<g, 256, 0, s>>>(q.codes, q.block_scale, L, q.scale, out);
+      check_launch("fp4_dequant_blocks");
+      return "fp4-blocks";
+    }
+    fp4_dequant_any<Out>
+        <<<stride_grid(L.N * L.T * L.D, 256), 256, 0, s>>>(q.codes, q.block_scale, L, q.scale, out);
+    check_launch("fp4_dequant_any");
+    return "fp4-any";
+  }
+  if (!fp8_rows_ok(L)) {
+    fp8_dequant_any<Out><<<stride_grid(L.N * L.T * L.D, 256), 256, 0, s>>>(q.codes, L, q.scale, out);
+    check_launch("fp8_dequant_any");
+    return "fp8-any";
+  }
+  const dim3 block = fp8_rows_block(L), grid = fp8_rows_grid(L, block);
+  const bool ch = L.scale == FloatScale::Channel;
+  if (ch && L.e5m2())
+    fp8_dequant_rows<Out, true, true><<<grid, block, 0, s>>>(q.codes, L, q.scale, out);
+  else if (ch)
+    fp8_dequant_rows<Out, true, false><<<grid, block, 0, s>>>(q.codes, L, q.scale, out);
+  else if (L.e5m2())
+    fp8_dequant_rows<Out, false, true><<<grid, block, 0, s>>>(q.codes, L, q.scale, out);
+  else
+    fp8_dequant_rows<Out, false, false><<<grid, block, 0, s>>>(q.codes, L, q.scale, out);
+  check_launch("fp8_dequant_rows");
+  return "fp8-rows";
+}
+
+}  // namespace
+
+void float_scales(const FloatLayout& L, const void* x, InType in, DevFloat q, cudaStream_t s) {
+  if (in == InType::F16)
+    scales_as(L, static_cast<const uint16_t*>(x), q, s);
+  else
+    scales_as(L, static_cast<const float*>(x), q, s);
+}
+
+const char* quantize_float(const FloatLayout& L, const void* x, InType in, DevFloat q, cudaStream_t s) {
+  return in == InType::F16 ? quantize_as(L, static_cast<const uint16_t*>(x), q, s)
+                           : quantize_as(L, static_cast<const float*>(x), q, s);
+}
+
+const char* dequantize_float(const FloatLayout& L, DevFloat q, void* out, OutType o, cudaStream_t s) {
+  if (o == OutType::Codes)
+    throw std::invalid_argument("kvlab-gpu: float formats have no integer code output");
+  return o == OutType::F16 ? dequantize_as(L, q, static_cast<uint16_t*>(out), s)
+                           : dequantize_as(L, q, static_cast<float*>(out), s);
+}
+
+// ---- Proof: the hardware FP8 conversions against minifloat.h's integer code, on the device.
+namespace {
+
+__global__ void fp8_cvt_check(unsigned long long* bad, unsigned long long* checked) {
+  unsigned long long nbad = 0, nchk = 0;
+  const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
+  const uint64_t tid = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  // decoding: all 256 codes of each format (NaN codes excluded)
+  for (uint64_t i = tid; i < 512; i += stride) {
+    const uint8_t c = (uint8_t)i;
+    const bool e5 = i >= 256;
+    if (e5 ? (c & 0x7cu) == 0x7cu : (c & 0x7fu) == 0x7fu) continue;
+    const float soft = e5 ? fp8_e5m2_to_float_soft(c) : fp8_e4m3_to_float_soft(c);
+    nbad += float_bits(fp8_to_float(c, e5)) != float_bits(soft);
+    ++nchk;
+  }
+  // every fp16 value but NaN: through the float cvt, and the paired f16x2 cvt (both lanes)
+  for (uint64_t i = tid; i < 65536u; i += stride) {
+    const uint16_t h = (uint16_t)i;
+    if ((h & 0x7c00u) == 0x7c00u && (h & 0x3ffu)) continue;
+    const float f = half_to_float(h);
+    const uint32_t pair = (uint32_t)h | ((uint32_t)(h ^ 0x8000u) << 16);  // (h, -h)
+    __half2_raw raw;
+    raw.x = (unsigned short)(pair & 0xffffu);
+    raw.y = (unsigned short)(pair >> 16);
+    const uint16_t p4 = __nv_cvt_halfraw2_to_fp8x2(raw, __NV_SATFINITE, __NV_E4M3);
+    const uint16_t p5 = __nv_cvt_halfraw2_to_fp8x2(raw, __NV_SATFINITE, __NV_E5M2);
+    const uint8_t s4 = float_to_fp8_e4m3_soft(f), s5 = float_to_fp8_e5m2_soft(f);
+    nbad += float_to_fp8(f, false) != s4;
+    nbad += float_to_fp8(f, true) != s5;
+    nbad += (uint8_t)(p4 & 0xffu) != s4;
+    nbad += (uint8_t)(p4 >> 8) != float_to_fp8_e4m3_soft(-f);
+    nbad += (uint8_t)(p5 & 0xffu) != s5;
+    nbad += (uint8_t)(p5 >> 8) != float_to_fp8_e5m2_soft(-f);
+    nchk += 6;
+  }
+  // every float bit pattern but NaN, both formats
+  for (uint64_t i = tid; i < (1ull << 32); i += stride) {
+    const uint32_t u = (uint32_t)i;
+    if ((u & 0x7fffffffu) > 0x7f800000u) continue;
+    const float f = bits_float(u);
+    nbad += float_to_fp8(f, false) != float_to_fp8_e4m3_soft(f);
+    nbad += float_to_fp8(f, true) != float_to_fp8_e5m2_soft(f);
+    nchk += 2;
+  }
+  atomicAdd(bad, nbad);
+  atomicAdd(checked, nchk);
+}
+
+}  // namespace
+
+int64_t fp8_conversion_mismatches(int64_t* checked) {
+  unsigned long long* d = nullptr;
+  unsigned long long h[2] = {0, 0};
+  if (cudaMalloc(&d, sizeof(h)) != cudaSuccess) throw std::runtime_error("kvlab-gpu: cudaMalloc failed");
+  cudaMemset(d, 0, sizeof(h));
+  fp8_cvt_check<<<sm_count() * 8, 256>>>(d, d + 1);
+  check_launch("fp8_cvt_check");
+  const cudaError_t e = cudaMemcpy(h, d, sizeof(h), cudaMemcpyDeviceToHost);
+  cudaFree(d);
+  if (e != cudaSuccess)
+    throw std::runtime_error(std::string("kvlab-gpu: fp8_cvt_check: ") + cudaGetErrorString(e));
+  *checked = (int64_t)h[1];
+  return (int64_t)h[0];
+}
+
+}  // namespace kvlab::gpu
