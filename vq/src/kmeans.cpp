@@ -224,6 +224,7 @@ Run run_once(Stepper& st, const float* x, int64_t n, int64_t d, const KMeansPara
   for (int it = 0; it < p.iters; ++it) {
     KMeansIterStats s;
     st.assign_all(r.centroids);
+    s.scanned = st.k > detail::kLanes ? st.pruned.scanned() : st.n;
     s.splits = st.update(r.centroids, &s.objective);
     s.imbalance = st.imbalance();
     s.time_s = std::chrono::duration<double>(Clock::now() - t0).count();

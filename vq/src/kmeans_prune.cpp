@@ -11,7 +11,7 @@
 namespace kvlab::detail {
 
 namespace {
-constexpr int64_t kBlock = 256;  // points per task (results do not depend on the split)
+constexpr int64_t kBlock = 256;                       // points per task (results do not depend on the split)
 constexpr double kUp = 1 + 1e-12, kDown = 1 - 1e-12;  // double rounding of the bounds themselves
 }  // namespace
 
