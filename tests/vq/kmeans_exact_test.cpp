@@ -43,8 +43,8 @@ int32_t nearest_ref(const float* x, const float* c, int64_t k, int64_t d) {
 }
 
 // Plain Lloyd: full scan, double sums in point order, empty clusters split from the heaviest.
-std::vector<float> lloyd_ref(const std::vector<float>& x, int64_t n, int64_t d, std::vector<float> c, int64_t k,
-                             int iters) {
+std::vector<float> lloyd_ref(const std::vector<float>& x, int64_t n, int64_t d, std::vector<float> c,
+                             int64_t k, int iters) {
   std::vector<int32_t> a(n);
   for (int it = 0; it < iters; ++it) {
     kvlab::kmeans_assign(x.data(), n, d, c.data(), k, a.data(), nullptr, 1);
@@ -91,9 +91,10 @@ TEST(KMeansExact, PrunedRunsEqualFullScans) {
   };
   // Small spreads far from the origin stress the pruning's rounding margin; k = 300 on 1500
   // points empties clusters (splits move centroids far).
-  for (const Shape s : {Shape{6000, 2, 64, 0, 0.3f}, Shape{3000, 5, 100, 0, 0.5f}, Shape{4000, 8, 256, 0, 0.3f},
-                        Shape{2500, 16, 33, 0, 1.0f}, Shape{3000, 4, 128, 500, 0.01f}, Shape{1500, 3, 300, 0, 0.2f},
-                        Shape{2000, 32, 40, -3, 2.0f}}) {
+  for (const Shape s :
+       {Shape{6000, 2, 64, 0, 0.3f}, Shape{3000, 5, 100, 0, 0.5f}, Shape{4000, 8, 256, 0, 0.3f},
+        Shape{2500, 16, 33, 0, 1.0f}, Shape{3000, 4, 128, 500, 0.01f}, Shape{1500, 3, 300, 0, 0.2f},
+        Shape{2000, 32, 40, -3, 2.0f}}) {
     const auto x = blobs(s.n, s.d, 24, s.offset, s.spread, 7 + s.d);
     std::vector<float> c0(x.begin(), x.begin() + s.k * s.d);
     kvlab::KMeansParams p;
@@ -101,7 +102,8 @@ TEST(KMeansExact, PrunedRunsEqualFullScans) {
     p.iters = 12;
     p.threads = 2;
     const auto r = kvlab::kmeans(x.data(), s.n, s.d, p, nullptr, c0.data());
-    EXPECT_EQ(r.centroids, lloyd_ref(x, s.n, s.d, c0, s.k, p.iters)) << "n " << s.n << " d " << s.d << " k " << s.k;
+    EXPECT_EQ(r.centroids, lloyd_ref(x, s.n, s.d, c0, s.k, p.iters))
+        << "n " << s.n << " d " << s.d << " k " << s.k;
     std::vector<int32_t> a(s.n);
     kvlab::kmeans_assign(x.data(), s.n, s.d, r.centroids.data(), s.k, a.data(), nullptr, 1);
     EXPECT_EQ(r.assign, a);
