@@ -291,6 +291,12 @@ KMeansResult kmeans(const float* x, int64_t n, int64_t d, const KMeansParams& p,
   return res;
 }
 
+std::vector<float> kmeans_start(const float* x, int64_t n, int64_t d, const KMeansParams& p, const float* w) {
+  validate(x, n, d, p, w, nullptr);
+  std::mt19937_64 rng(p.seed);  // run_once's generator for restart 0
+  return detail::init_centroids(x, n, d, p.k, p.init, w, rng, resolve_threads(p.threads));
+}
+
 std::vector<KMeansResult> kmeans_batch(const std::vector<KMeansProblem>& problems,
                                        const KMeansParams& params) {
   const int64_t np = problems.size();

@@ -70,6 +70,11 @@ struct KMeansResult {
 KMeansResult kmeans(const float* x, int64_t n, int64_t d, const KMeansParams& params,
                     const float* weights = nullptr, const float* init = nullptr);
 
+// The starting centroids kmeans() draws for restart 0 (params.init, params.seed): k x d. Lets
+// another trainer (the GPU's, gpu/include/kvlab_gpu/kmeans.h) start where the CPU starts.
+std::vector<float> kmeans_start(const float* x, int64_t n, int64_t d, const KMeansParams& params,
+                                const float* weights = nullptr);
+
 // Many small independent problems (one per layer, KV head, role and channel group) in one
 // call, in parallel across problems; each result equals kmeans() on that problem alone.
 struct KMeansProblem {
