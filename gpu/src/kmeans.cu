@@ -1,8 +1,8 @@
 // k-means for many problems at once (kvlab_gpu/kmeans.h): assignment in the CPU's fixed
 // arithmetic, a stable radix sort of the points by centroid, double sums in point order, the
 // CPU's split of empty clusters. One launch sequence per iteration for all problems of a chunk.
-#include <cub/device/device_radix_sort.cuh>
 #include <cuda_runtime.h>
+#include <cub/device/device_radix_sort.cuh>
 
 #include <algorithm>
 #include <cmath>
@@ -17,7 +17,8 @@ namespace kvlab::gpu {
 namespace {
 
 void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw std::runtime_error(std::string("gpu kmeans: ") + what + ": " + cudaGetErrorString(e));
+  if (e != cudaSuccess)
+    throw std::runtime_error(std::string("gpu kmeans: ") + what + ": " + cudaGetErrorString(e));
 }
 
 template <class T>
@@ -103,13 +104,16 @@ __global__ void assign_kernel(const float* __restrict__ x, int64_t n, int k, con
 }
 
 __global__ void iota_kernel(uint32_t* v, int64_t count) {
-  for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < count; t += (int64_t)gridDim.x * blockDim.x)
+  for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < count;
+       t += (int64_t)gridDim.x * blockDim.x)
     v[t] = (uint32_t)t;
 }
 
 // Each (problem, centroid) key's run [start, end) in the sorted keys; keys with no point keep 0, 0.
-__global__ void bounds_kernel(const uint32_t* __restrict__ sk, int64_t count, uint32_t* start, uint32_t* end) {
-  for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < count; t += (int64_t)gridDim.x * blockDim.x) {
+__global__ void bounds_kernel(const uint32_t* __restrict__ sk, int64_t count, uint32_t* start,
+                              uint32_t* end) {
+  for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < count;
+       t += (int64_t)gridDim.x * blockDim.x) {
     const uint32_t key = sk[t];
     if (t == 0 || sk[t - 1] != key) start[key] = (uint32_t)t;
     if (t == count - 1 || sk[t + 1] != key) end[key] = (uint32_t)(t + 1);
@@ -119,9 +123,10 @@ __global__ void bounds_kernel(const uint32_t* __restrict__ sk, int64_t count, ui
 // One thread per (problem, centroid, coordinate): the sum in double over the centroid's points in
 // point order (the sorted values are point indices, increasing within a key), divided by the
 // count in double and rounded to float, as the CPU's update; mass = the count. Empty: unchanged.
-__global__ void update_kernel(const float* __restrict__ x, int d, int64_t keys, const uint32_t* __restrict__ start,
-                              const uint32_t* __restrict__ end, const uint32_t* __restrict__ order,
-                              float* __restrict__ cent, double* __restrict__ mass) {
+__global__ void update_kernel(const float* __restrict__ x, int d, int64_t keys,
+                              const uint32_t* __restrict__ start, const uint32_t* __restrict__ end,
+                              const uint32_t* __restrict__ order, float* __restrict__ cent,
+                              double* __restrict__ mass) {
   const int64_t g = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
   if (g >= keys * d) return;
   const int64_t key = g / d;
@@ -159,7 +164,8 @@ __global__ void split_kernel(int64_t problems, int k, int d, float* cent, double
 
 __global__ void count_kernel(const int32_t* __restrict__ assign, int64_t n, int k, int64_t total,
                              unsigned long long* counts) {
-  for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < total; t += (int64_t)gridDim.x * blockDim.x)
+  for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < total;
+       t += (int64_t)gridDim.x * blockDim.x)
     atomicAdd(&counts[(t / n) * k + assign[t]], 1ull);
 }
 
@@ -168,7 +174,8 @@ int grid_for(int64_t count) { return (int)std::min<int64_t>((count + kThreads - 
 void launch_assign(const float* x, const KMeansShape& s, int64_t problems, const float* cent, int32_t* assign,
                    uint32_t* keys) {
   auto go = [&](auto kernel, int R) {
-    const dim3 grid((unsigned)((s.n + (int64_t)kThreads * R - 1) / ((int64_t)kThreads * R)), (unsigned)problems);
+    const dim3 grid((unsigned)((s.n + (int64_t)kThreads * R - 1) / ((int64_t)kThreads * R)),
+                    (unsigned)problems);
     kernel<<<grid, kThreads>>>(x, s.n, (int)s.k, cent, assign, keys);
   };
   switch (s.d) {
@@ -202,7 +209,8 @@ int key_bits(int64_t keys) {
 }
 
 // One chunk of problems, all on the device.
-void run_chunk(const float* x, const KMeansShape& s, int64_t problems, int iters, float* cent, int32_t* assign) {
+void run_chunk(const float* x, const KMeansShape& s, int64_t problems, int iters, float* cent,
+               int32_t* assign) {
   const int64_t N = problems * s.n, K = problems * s.k;
   if (iters > 0) {
     DeviceBuffer<uint32_t> keys(N), skeys(N), vals(N), order(N), start(K), end(K);
@@ -237,8 +245,11 @@ void check_kmeans_shape(const KMeansShape& s) {
   if (!(s.d >= 1 && s.d <= 8) && s.d != 16 && s.d != 32)
     bad("d (dimension) must be 1..8, 16 or 32 on the GPU, got " + std::to_string(s.d));
   if (s.k < 1 || s.k > 65536) bad("k must be 1..65536 on the GPU, got " + std::to_string(s.k));
-  if (s.n < s.k) bad("k (" + std::to_string(s.k) + ") is larger than the number of points n (" + std::to_string(s.n) + ")");
-  if (s.n > ((int64_t)1 << 26)) bad("n must be <= 2^26 points per problem on the GPU, got " + std::to_string(s.n));
+  if (s.n < s.k)
+    bad("k (" + std::to_string(s.k) + ") is larger than the number of points n (" + std::to_string(s.n) +
+        ")");
+  if (s.n > ((int64_t)1 << 26))
+    bad("n must be <= 2^26 points per problem on the GPU, got " + std::to_string(s.n));
 }
 
 void kmeans_batch_device(const float* x, const KMeansShape& s, int iters, float* cent, int32_t* assign) {
@@ -260,16 +271,21 @@ void kmeans_batch(const float* x, const KMeansShape& s, int iters, float* cent, 
     const int64_t np = std::min(cp, s.problems - p0);
     KMeansShape c = s;
     c.problems = np;
-    check(cudaMemcpy(dx.p, x + p0 * s.n * s.d, np * s.n * s.d * sizeof(float), cudaMemcpyHostToDevice), "copy x");
-    check(cudaMemcpy(dc.p, cent + p0 * s.k * s.d, np * s.k * s.d * sizeof(float), cudaMemcpyHostToDevice), "copy c");
+    check(cudaMemcpy(dx.p, x + p0 * s.n * s.d, np * s.n * s.d * sizeof(float), cudaMemcpyHostToDevice),
+          "copy x");
+    check(cudaMemcpy(dc.p, cent + p0 * s.k * s.d, np * s.k * s.d * sizeof(float), cudaMemcpyHostToDevice),
+          "copy c");
     kmeans_batch_device(dx.p, c, iters, dc.p, da.p);
-    check(cudaMemcpy(cent + p0 * s.k * s.d, dc.p, np * s.k * s.d * sizeof(float), cudaMemcpyDeviceToHost), "copy c");
+    check(cudaMemcpy(cent + p0 * s.k * s.d, dc.p, np * s.k * s.d * sizeof(float), cudaMemcpyDeviceToHost),
+          "copy c");
     if (assign)
-      check(cudaMemcpy(assign + p0 * s.n, da.p, np * s.n * sizeof(int32_t), cudaMemcpyDeviceToHost), "copy assign");
+      check(cudaMemcpy(assign + p0 * s.n, da.p, np * s.n * sizeof(int32_t), cudaMemcpyDeviceToHost),
+            "copy assign");
   }
 }
 
-void nearest_batch(const float* x, const KMeansShape& s, const float* cent, int32_t* assign, int64_t* counts) {
+void nearest_batch(const float* x, const KMeansShape& s, const float* cent, int32_t* assign,
+                   int64_t* counts) {
   check_kmeans_shape(s);
   const int64_t cp = chunk_problems(s);
   DeviceBuffer<float> dx(cp * s.n * s.d), dc(cp * s.k * s.d);
@@ -279,18 +295,22 @@ void nearest_batch(const float* x, const KMeansShape& s, const float* cent, int3
     const int64_t np = std::min(cp, s.problems - p0);
     KMeansShape c = s;
     c.problems = np;
-    check(cudaMemcpy(dx.p, x + p0 * s.n * s.d, np * s.n * s.d * sizeof(float), cudaMemcpyHostToDevice), "copy x");
-    check(cudaMemcpy(dc.p, cent + p0 * s.k * s.d, np * s.k * s.d * sizeof(float), cudaMemcpyHostToDevice), "copy c");
+    check(cudaMemcpy(dx.p, x + p0 * s.n * s.d, np * s.n * s.d * sizeof(float), cudaMemcpyHostToDevice),
+          "copy x");
+    check(cudaMemcpy(dc.p, cent + p0 * s.k * s.d, np * s.k * s.d * sizeof(float), cudaMemcpyHostToDevice),
+          "copy c");
     launch_assign(dx.p, c, np, dc.p, da.p, nullptr);
     check(cudaMemset(dn.p, 0, np * s.k * sizeof(unsigned long long)), "memset");
     count_kernel<<<grid_for(np * s.n), kThreads>>>(da.p, s.n, (int)s.k, np * s.n, dn.p);
     check(cudaGetLastError(), "count kernel");
     check(cudaDeviceSynchronize(), "nearest");
     if (assign)
-      check(cudaMemcpy(assign + p0 * s.n, da.p, np * s.n * sizeof(int32_t), cudaMemcpyDeviceToHost), "copy assign");
+      check(cudaMemcpy(assign + p0 * s.n, da.p, np * s.n * sizeof(int32_t), cudaMemcpyDeviceToHost),
+            "copy assign");
     if (counts) {
       static_assert(sizeof(unsigned long long) == sizeof(int64_t), "64-bit counts");
-      check(cudaMemcpy(counts + p0 * s.k, dn.p, np * s.k * sizeof(int64_t), cudaMemcpyDeviceToHost), "copy counts");
+      check(cudaMemcpy(counts + p0 * s.k, dn.p, np * s.k * sizeof(int64_t), cudaMemcpyDeviceToHost),
+            "copy counts");
     }
   }
 }
@@ -303,8 +323,10 @@ __device__ uint64_t mix(uint64_t z) {  // splitmix64's finalizer
 }
 __device__ float u01(uint64_t h) { return ((h >> 40) + 0.5f) * 0x1.0p-24f; }
 
-__global__ void fill_points_kernel(float* x, int64_t n, int d, int64_t total, int64_t centers, uint64_t seed) {
-  for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < total; t += (int64_t)gridDim.x * blockDim.x) {
+__global__ void fill_points_kernel(float* x, int64_t n, int d, int64_t total, int64_t centers,
+                                   uint64_t seed) {
+  for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < total;
+       t += (int64_t)gridDim.x * blockDim.x) {
     const int64_t pt = t / d, p = pt / n;
     const int j = (int)(t % d);
     const uint64_t c = mix(seed ^ mix(pt * 2 + 1)) % (uint64_t)centers;
@@ -317,7 +339,8 @@ __global__ void fill_points_kernel(float* x, int64_t n, int d, int64_t total, in
 }
 __global__ void fill_starts_kernel(const float* x, float* cent, int64_t n, int64_t k, int d, int64_t total,
                                    uint64_t seed) {
-  for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < total; t += (int64_t)gridDim.x * blockDim.x) {
+  for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < total;
+       t += (int64_t)gridDim.x * blockDim.x) {
     const int64_t ci = t / d, p = ci / k;
     const int64_t i = (int64_t)(mix(seed ^ mix(ci * 2 + 7)) % (uint64_t)n);
     cent[t] = x[(p * n + i) * d + t % d];

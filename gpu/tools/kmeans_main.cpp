@@ -92,25 +92,26 @@ int64_t validate_case(const VCase& c) {
   }
   const double tc = since(t1);
   const int64_t bad = bad_c + bad_a + bad_n + bad_u;
-  std::printf("validate %-4s problems %-3lld n %-6lld d %-2lld k %-5lld iters %-3d: centroid bits %lld/%lld, "
-              "assign %lld/%lld, nearest %lld, counts %lld  (gpu %.3f s, cpu %.3f s)\n",
-              bad ? "FAIL" : "ok", (long long)c.problems, (long long)c.n, (long long)c.d, (long long)c.k, c.iters,
-              (long long)bad_c, (long long)(c.problems * c.k * c.d), (long long)bad_a, (long long)(c.problems * c.n),
-              (long long)bad_n, (long long)bad_u, tg, tc);
+  std::printf(
+      "validate %-4s problems %-3lld n %-6lld d %-2lld k %-5lld iters %-3d: centroid bits %lld/%lld, "
+      "assign %lld/%lld, nearest %lld, counts %lld  (gpu %.3f s, cpu %.3f s)\n",
+      bad ? "FAIL" : "ok", (long long)c.problems, (long long)c.n, (long long)c.d, (long long)c.k, c.iters,
+      (long long)bad_c, (long long)(c.problems * c.k * c.d), (long long)bad_a, (long long)(c.problems * c.n),
+      (long long)bad_n, (long long)bad_u, tg, tc);
   std::fflush(stdout);
   return bad;
 }
 
 int validate() {
-  const std::vector<VCase> cases = {
-      {4, 4096, 4, 256, 8},   {3, 3000, 1, 16, 10},  {3, 3000, 2, 64, 10},  {2, 2000, 3, 100, 6},
-      {2, 1500, 5, 300, 6},   {2, 2500, 6, 33, 5},   {2, 2000, 7, 17, 5},   {1, 8192, 8, 4096, 3},
-      {2, 3000, 16, 200, 5},  {2, 2000, 32, 300, 4}, {2, 1000, 2, 1, 3},    {3, 500, 4, 256, 10},
-      {32, 65536, 4, 256, 20}};
+  const std::vector<VCase> cases = {{4, 4096, 4, 256, 8},   {3, 3000, 1, 16, 10},  {3, 3000, 2, 64, 10},
+                                    {2, 2000, 3, 100, 6},   {2, 1500, 5, 300, 6},  {2, 2500, 6, 33, 5},
+                                    {2, 2000, 7, 17, 5},    {1, 8192, 8, 4096, 3}, {2, 3000, 16, 200, 5},
+                                    {2, 2000, 32, 300, 4},  {2, 1000, 2, 1, 3},    {3, 500, 4, 256, 10},
+                                    {32, 65536, 4, 256, 20}};
   int64_t bad = 0;
   for (const auto& c : cases) bad += validate_case(c);
-  std::printf("validate: %s (%lld mismatches over %zu shapes)\n", bad ? "FAILED" : "all identical", (long long)bad,
-              cases.size());
+  std::printf("validate: %s (%lld mismatches over %zu shapes)\n", bad ? "FAILED" : "all identical",
+              (long long)bad, cases.size());
   return bad ? 1 : 0;
 }
 
@@ -131,7 +132,8 @@ T* device_alloc(size_t count) {
 
 int bench(int layers, int64_t tokens, int heads, int repeats) {
   const double peak = gpu_fp32_peak_tflops();
-  std::printf("bench: fp32 peak %.1f TFLOP/s (SMs x 128 lanes x max clock); %%peak = 2 n k d iters / time\n", peak);
+  std::printf("bench: fp32 peak %.1f TFLOP/s (SMs x 128 lanes x max clock); %%peak = 2 n k d iters / time\n",
+              peak);
   // 1. The whole model: one launch sequence per layer (heads x 32 groups problems).
   {
     const kvlab::gpu::KMeansShape s{(int64_t)heads * 32, tokens, 4, 256};
@@ -154,11 +156,12 @@ int bench(int layers, int64_t tokens, int heads, int repeats) {
     cudaDeviceSynchronize();
     const double copy = since(t0);
     const double work = 2.0 * s.problems * s.n * s.k * s.d * 20 * layers;
-    std::printf("model CQ-4c8b: %d layers x %d heads x 32 groups = %lld problems of %lld x 4 -> 256, 20 iters: "
-                "%.2f s training (%.1f%% of fp32 peak), + %.2f s to copy every layer from host memory "
-                "(%.2f GB/s measured on one), data generation %.2f s not counted\n",
-                layers, heads, (long long)(s.problems * layers), (long long)s.n, train, 100 * work / train / 1e12 / peak,
-                copy * layers, host.size() * 4.0 / copy / 1e9, fill);
+    std::printf(
+        "model CQ-4c8b: %d layers x %d heads x 32 groups = %lld problems of %lld x 4 -> 256, 20 iters: "
+        "%.2f s training (%.1f%% of fp32 peak), + %.2f s to copy every layer from host memory "
+        "(%.2f GB/s measured on one), data generation %.2f s not counted\n",
+        layers, heads, (long long)(s.problems * layers), (long long)s.n, train,
+        100 * work / train / 1e12 / peak, copy * layers, host.size() * 4.0 / copy / 1e9, fill);
     // The same head on the CPU (all host threads), for scale.
     std::vector<float> hx(32 * s.n * 4), hc(32 * 256 * 4);
     cudaMemcpy(hx.data(), x, hx.size() * sizeof(float), cudaMemcpyDeviceToHost);
@@ -184,12 +187,11 @@ int bench(int layers, int64_t tokens, int heads, int repeats) {
     const char* name;
     int64_t problems, n, d, k;
   };
-  const std::vector<BCase> cases = {{"1Mx4", 1, 1000000, 4, 256},   {"100Kx8", 1, 100000, 8, 4096},
-                                    {"cq4c8b", 32, 65536, 4, 256},  {"d2k16", 1, 100000, 2, 16},
-                                    {"d2k256", 1, 100000, 2, 256},  {"d2k4096", 1, 100000, 2, 4096},
-                                    {"d16k16", 1, 100000, 16, 16},  {"d16k256", 1, 100000, 16, 256},
-                                    {"d16k4096", 1, 100000, 16, 4096}, {"d32k16", 1, 100000, 32, 16},
-                                    {"d32k256", 1, 100000, 32, 256}, {"d32k4096", 1, 100000, 32, 4096}};
+  const std::vector<BCase> cases = {
+      {"1Mx4", 1, 1000000, 4, 256},  {"100Kx8", 1, 100000, 8, 4096},  {"cq4c8b", 32, 65536, 4, 256},
+      {"d2k16", 1, 100000, 2, 16},   {"d2k256", 1, 100000, 2, 256},   {"d2k4096", 1, 100000, 2, 4096},
+      {"d16k16", 1, 100000, 16, 16}, {"d16k256", 1, 100000, 16, 256}, {"d16k4096", 1, 100000, 16, 4096},
+      {"d32k16", 1, 100000, 32, 16}, {"d32k256", 1, 100000, 32, 256}, {"d32k4096", 1, 100000, 32, 4096}};
   for (const auto& bc : cases) {
     const kvlab::gpu::KMeansShape s{bc.problems, bc.n, bc.d, bc.k};
     float* x = device_alloc<float>(s.problems * s.n * s.d);
@@ -204,9 +206,10 @@ int bench(int layers, int64_t tokens, int heads, int repeats) {
     }
     std::sort(t.begin(), t.end());
     const double med = t[t.size() / 2], work = 2.0 * s.problems * s.n * s.k * s.d * 20;
-    std::printf("%-9s problems %-3lld n %-8lld d %-3lld k %-5lld 20 iters: median %.4f s (%.1f%% of fp32 peak)\n",
-                bc.name, (long long)s.problems, (long long)s.n, (long long)s.d, (long long)s.k, med,
-                100 * work / med / 1e12 / peak);
+    std::printf(
+        "%-9s problems %-3lld n %-8lld d %-3lld k %-5lld 20 iters: median %.4f s (%.1f%% of fp32 peak)\n",
+        bc.name, (long long)s.problems, (long long)s.n, (long long)s.d, (long long)s.k, med,
+        100 * work / med / 1e12 / peak);
     cudaFree(x);
     cudaFree(c);
     cudaFree(a);
@@ -235,8 +238,10 @@ int main(int argc, char** argv) {
     else if (a == "--repeats" && i + 1 < argc)
       repeats = std::atoi(argv[++i]);
     else {
-      std::fprintf(stderr, "usage: %s [--validate] [--bench [--layers 32] [--heads 16] [--tokens 65536] [--repeats 3]]\n",
-                   argv[0]);
+      std::fprintf(
+          stderr,
+          "usage: %s [--validate] [--bench [--layers 32] [--heads 16] [--tokens 65536] [--repeats 3]]\n",
+          argv[0]);
       return 3;
     }
   }
