@@ -127,16 +127,17 @@ __global__ void update_kernel(const float* __restrict__ x, int d, int64_t keys,
                               const uint32_t* __restrict__ start, const uint32_t* __restrict__ end,
                               const uint32_t* __restrict__ order, float* __restrict__ cent,
                               double* __restrict__ mass) {
-  const int64_t g = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-  if (g >= keys * d) return;
-  const int64_t key = g / d;
-  const int j = (int)(g % d);
-  const uint32_t s = start[key], e = end[key];
-  if (j == 0) mass[key] = (double)(e - s);
-  if (e == s) return;
-  double acc = 0;
-  for (uint32_t t = s; t < e; ++t) acc = __dadd_rn(acc, (double)x[(int64_t)order[t] * d + j]);
-  cent[g] = __double2float_rn(__ddiv_rn(acc, (double)(e - s)));
+  for (int64_t g = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; g < keys * d;
+       g += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t key = g / d;
+    const int j = (int)(g % d);
+    const uint32_t s = start[key], e = end[key];
+    if (j == 0) mass[key] = (double)(e - s);
+    if (e == s) continue;
+    double acc = 0;
+    for (uint32_t t = s; t < e; ++t) acc = __dadd_rn(acc, (double)x[(int64_t)order[t] * d + j]);
+    cent[g] = __double2float_rn(__ddiv_rn(acc, (double)(e - s)));
+  }
 }
 
 // The CPU's split_empty (largest rule), one thread per problem: an empty cluster takes a copy of
