@@ -93,8 +93,8 @@ TEST(KMeansExact, PrunedRunsEqualFullScans) {
   // points empties clusters (splits move centroids far).
   for (const Shape s :
        {Shape{6000, 2, 64, 0, 0.3f}, Shape{3000, 5, 100, 0, 0.5f}, Shape{4000, 8, 256, 0, 0.3f},
-        Shape{2500, 16, 33, 0, 1.0f}, Shape{3000, 4, 128, 500, 0.01f}, Shape{1500, 3, 300, 0, 0.2f},
-        Shape{2000, 32, 40, -3, 2.0f}}) {
+        Shape{3000, 16, 300, 0, 0.2f}, Shape{2500, 16, 33, 0, 1.0f}, Shape{3000, 16, 128, 500, 0.01f},
+        Shape{1500, 3, 300, 0, 0.2f}, Shape{2000, 32, 40, -3, 2.0f}}) {
     const auto x = blobs(s.n, s.d, 24, s.offset, s.spread, 7 + s.d);
     std::vector<float> c0(x.begin(), x.begin() + s.k * s.d);
     kvlab::KMeansParams p;

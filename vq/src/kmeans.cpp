@@ -80,7 +80,8 @@ struct Stepper {
   std::vector<int32_t> assign;
   std::vector<int64_t> count;
   detail::CentroidPack pack;
-  detail::PrunedAssign pruned;  // k > 16: exact bound-based skipping (kmeans_prune.h)
+  detail::PrunedAssign pruned;  // k > 16, d > 8: exact bound-based skipping (kmeans_prune.h); for
+                                // d <= 8 the per-point bound check costs about what a scan saves
 
   Stepper(const float* x_, int64_t n_, int64_t d_, int64_t k_, const float* w_, int nt_, KMeansSplit rule)
       : x(x_),
@@ -94,11 +95,11 @@ struct Stepper {
         nchunks((n_ + chunk - 1) / chunk),
         assign(n_),
         count(k_),
-        pruned(x_, k_ > detail::kLanes ? n_ : 0, d_, nt_) {}
+        pruned(x_, (k_ > detail::kLanes && d_ > 8) ? n_ : 0, d_, nt_) {}
 
   void assign_all(const std::vector<float>& c) {
     pack.build(c.data(), k, d);
-    if (k > detail::kLanes)
+    if (k > detail::kLanes && d > 8)
       pruned.assign(c.data(), pack, assign.data());
     else
       detail::assign_nearest(x, n, pack, assign.data(), nt);
@@ -224,7 +225,7 @@ Run run_once(Stepper& st, const float* x, int64_t n, int64_t d, const KMeansPara
   for (int it = 0; it < p.iters; ++it) {
     KMeansIterStats s;
     st.assign_all(r.centroids);
-    s.scanned = st.k > detail::kLanes ? st.pruned.scanned() : st.n;
+    s.scanned = (st.k > detail::kLanes && st.d > 8) ? st.pruned.scanned() : st.n;
     s.splits = st.update(r.centroids, &s.objective);
     s.imbalance = st.imbalance();
     s.time_s = std::chrono::duration<double>(Clock::now() - t0).count();

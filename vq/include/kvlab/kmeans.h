@@ -45,7 +45,7 @@ struct KMeansIterStats {
   double time_s = 0;     // seconds since the start of this restart, after the update
   double imbalance = 0;  // k * sum(n_c^2) / n^2 over point counts n_c (1: perfectly balanced)
   int64_t splits = 0;    // empty clusters split in this iteration
-  int64_t scanned = 0;   // points whose assignment scanned every centroid (k > 16: the others
+  int64_t scanned = 0;   // points whose assignment scanned every centroid (k > 16, d > 8: the others
                          // kept theirs by exact distance bounds; same result as a full scan)
 };
 
