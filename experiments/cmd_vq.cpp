@@ -1,6 +1,8 @@
 // kvlab vq train [DUMP] --spec CQ-4c8b [--role k|v|kv] [--iters 20] [--init kmeans++] [--seed 0]
-//                [--layers a-b] --out CB.h5
-// kvlab vq reorder CB.h5 [--dump DUMP] --reg-bytes N --smem-bytes M [--out CB2.h5]
+//                [--layers a-b] [--device cpu|cuda] --out CB.h5
+// kvlab vq reorder CB.h5 [--dump DUMP] --reg-bytes N --smem-bytes M [--device cpu|cuda] [--out CB2.h5]
+// --device cuda: the GPU k-means (gpu/src/kmeans.cu) from the CPU's starts, and the GPU's codes
+// and counts for reorder; both give the CPU's results bit for bit (kvlab-gpu-kmeans --validate).
 #include <chrono>
 #include <cstdio>
 #include <stdexcept>
@@ -12,6 +14,9 @@
 #include "kvlab/selection.h"
 #include "kvlab/vq.h"
 #include "kvlab/vq_reorder.h"
+#ifdef KVLAB_HAVE_GPU_KMEANS
+#include "kvlab_gpu/kmeans.h"
+#endif
 
 namespace kvlab::cli {
 namespace {
@@ -32,13 +37,68 @@ VQCodebooks head_books(const CodebookFile& f, int64_t role, int64_t layer, int64
   return cb;
 }
 
+void check_device(const std::string& device) {
+  if (device != "cpu" && device != "cuda")
+    throw std::invalid_argument("--device '" + device + "': expected cpu or cuda");
+#ifndef KVLAB_HAVE_GPU_KMEANS
+  if (device == "cuda")
+    throw std::invalid_argument("--device cuda: this kvlab was built without CUDA (no nvcc)");
+#endif
+}
+
+#ifdef KVLAB_HAVE_GPU_KMEANS
+// One stage's problems (all of one shape) on the GPU, from the CPU's starting centroids.
+std::vector<KMeansResult> gpu_kmeans_batch(const std::vector<KMeansProblem>& probs, const KMeansParams& p) {
+  const gpu::KMeansShape s{(int64_t)probs.size(), probs[0].n, probs[0].d, p.k};
+  std::vector<float> x, c;
+  for (const auto& q : probs) {
+    if (q.n != s.n || q.d != s.d || q.weights)
+      throw std::invalid_argument("--device cuda: problems differ in shape");
+    x.insert(x.end(), q.x, q.x + q.n * q.d);
+    const auto c0 = q.init ? std::vector<float>(q.init, q.init + p.k * q.d) : kmeans_start(q.x, q.n, q.d, p);
+    c.insert(c.end(), c0.begin(), c0.end());
+  }
+  std::vector<int32_t> a(s.problems * s.n);
+  gpu::kmeans_batch(x.data(), s, p.iters, c.data(), a.data());
+  std::vector<KMeansResult> out(probs.size());
+  for (int64_t i = 0; i < s.problems; ++i) {
+    out[i].k = s.k;
+    out[i].d = s.d;
+    out[i].n = s.n;
+    out[i].centroids.assign(c.begin() + i * s.k * s.d, c.begin() + (i + 1) * s.k * s.d);
+    out[i].assign.assign(a.begin() + i * s.n, a.begin() + (i + 1) * s.n);
+  }
+  return out;
+}
+
+// vq_usage(cb, vq_encode(cb, x, T), T) with the nearest entries and counts from the GPU: every
+// group of a stage in one batch, residuals on the host as vq_encode subtracts them.
+std::vector<int64_t> gpu_usage(const VQCodebooks& cb, const float* x, int64_t T) {
+  const int64_t D = cb.head_dim, G = cb.groups(), v = cb.spec.vec, K = cb.spec.entries();
+  std::vector<float> resid(x, x + T * D), sub(G * T * v);
+  std::vector<int32_t> a(G * T);
+  std::vector<int64_t> usage(cb.spec.stages * G * K);
+  for (int st = 0; st < cb.spec.stages; ++st) {
+    for (int64_t g = 0; g < G; ++g)
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t j = 0; j < v; ++j) sub[(g * T + t) * v + j] = resid[t * D + g * v + j];
+    gpu::nearest_batch(sub.data(), {G, T, v, K}, cb.book(st, 0), a.data(), &usage[st * G * K]);
+    for (int64_t g = 0; g < G; ++g)
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t j = 0; j < v; ++j) resid[t * D + g * v + j] -= cb.book(st, g)[a[g * T + t] * v + j];
+  }
+  return usage;
+}
+#endif
+
 struct TrainArgs {
-  std::string dump, spec = "CQ-4c8b", role = "kv", init = "kmeans++", layers, out;
+  std::string dump, spec = "CQ-4c8b", role = "kv", init = "kmeans++", layers, out, device = "cpu";
   int iters = 20, threads = 0;
   uint64_t seed = 0;
 };
 
 void train(const TrainArgs& a) {
+  check_device(a.device);
   const auto t0 = std::chrono::steady_clock::now();
   const std::string path = a.dump.empty() ? default_dump_path() : a.dump;
   auto reader = open_dump(path);
@@ -75,7 +135,12 @@ void train(const TrainArgs& a) {
       const Tensor x = reader->read(l, role);
       for (int64_t h = 0; h < info.num_kv_heads; ++h) {
         const float* xh = &x.data[h * T * D];
+#ifdef KVLAB_HAVE_GPU_KMEANS
+        const VQCodebooks cb =
+            a.device == "cuda" ? vq_train(xh, T, D, spec, p, gpu_kmeans_batch) : vq_train(xh, T, D, spec, p);
+#else
         const VQCodebooks cb = vq_train(xh, T, D, spec, p);
+#endif
         books.insert(books.end(), cb.data.begin(), cb.data.end());
         const auto xhat = vq_decode(cb, vq_encode(cb, xh, T, a.threads).data(), T);
         for (int64_t i = 0; i < T * D; ++i) {
@@ -98,11 +163,12 @@ void train(const TrainArgs& a) {
 }
 
 struct ReorderArgs {
-  std::string file, dump, out;
+  std::string file, dump, out, device = "cpu";
   int64_t reg_bytes = 0, smem_bytes = 0;
 };
 
 void reorder(const ReorderArgs& a) {
+  check_device(a.device);
   CodebookFile f = read_codebook_file(a.file);
   const std::string path = a.dump.empty() ? default_dump_path() : a.dump;
   auto reader = open_dump(path);
@@ -122,9 +188,12 @@ void reorder(const ReorderArgs& a) {
       const Tensor x = reader->read(l, role);
       for (int64_t h = 0; h < f.num_kv_heads; ++h) {
         VQCodebooks cb = head_books(f, ri, l, h);
-        std::vector<uint8_t> codes = vq_encode(cb, &x.data[h * T * D], T);
-        std::vector<int64_t> u = vq_usage(cb, codes.data(), T);
-        vq_reorder(cb, u, codes.data(), T);
+        std::vector<int64_t> u;
+#ifdef KVLAB_HAVE_GPU_KMEANS
+        if (a.device == "cuda") u = gpu_usage(cb, &x.data[h * T * D], T);
+#endif
+        if (a.device == "cpu") u = vq_usage(cb, vq_encode(cb, &x.data[h * T * D], T).data(), T);
+        vq_reorder(cb, u, nullptr, T);
         const int64_t at = ((l - f.first_layer) * f.num_kv_heads + h) * f.book_floats();
         std::copy(cb.data.begin(), cb.data.end(), f.books[ri].begin() + at);
         all_usage.insert(all_usage.end(), u.begin(), u.end());
@@ -173,6 +242,7 @@ static void add_vq(CLI::App& app) {
   c->add_option("--seed", t->seed, "k-means seed")->capture_default_str();
   add_layers_option(c, t->layers);
   add_threads_option(c, t->threads, "OpenMP threads (0: default)");
+  c->add_option("--device", t->device, "cpu, or cuda: the GPU k-means, same result")->capture_default_str();
   add_out_option(c, t->out, "codebook file (.h5, docs/FORMATS.md)")->required();
   c->callback([t] { train(*t); });
   auto r = std::make_shared<ReorderArgs>();
@@ -182,6 +252,8 @@ static void add_vq(CLI::App& app) {
   o->add_option("--dump", r->dump, "dump to count uses on (default: the shipped dump)");
   o->add_option("--reg-bytes", r->reg_bytes, "register budget per codebook, bytes")->required();
   o->add_option("--smem-bytes", r->smem_bytes, "shared-memory budget per codebook, bytes")->required();
+  o->add_option("--device", r->device, "cpu, or cuda: entry counts on the GPU, same counts")
+      ->capture_default_str();
   add_out_option(o, r->out, "output file (default: rewrite the input)");
   o->callback([r] { reorder(*r); });
 }

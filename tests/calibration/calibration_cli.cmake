@@ -54,3 +54,9 @@ string(REPLACE "cb_sorted.h5" "cb.h5" after "${after}")
 if(NOT before STREQUAL after)
   message(FATAL_ERROR "eval differs after frequency reordering:\n${before}\nvs\n${after}")
 endif()
+# vq train / reorder --device: an unknown device is named (cuda is checked on the GPU machine).
+execute_process(COMMAND ${KVLAB} vq train --spec CQ-4c8b --iters 1 --device tpu --out ${d}/bad.h5
+                RESULT_VARIABLE rc ERROR_VARIABLE err)
+if(rc EQUAL 0 OR NOT err MATCHES "--device 'tpu'")
+  message(FATAL_ERROR "vq train --device tpu: expected an error naming --device, got ${rc}: ${err}")
+endif()

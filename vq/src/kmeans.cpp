@@ -6,11 +6,13 @@
 #include <chrono>
 #include <cmath>
 #include <exception>
+#include <optional>
 #include <random>
 #include <stdexcept>
 
 #include "kmeans_assign.h"
 #include "kmeans_init.h"
+#include "kmeans_prune.h"
 #include "kvlab/threads.h"
 
 namespace kvlab {
@@ -78,6 +80,8 @@ struct Stepper {
   std::vector<int32_t> assign;
   std::vector<int64_t> count;
   detail::CentroidPack pack;
+  detail::PrunedAssign pruned;  // k > 16, d > 8: exact bound-based skipping (kmeans_prune.h); for
+                                // d <= 8 the per-point bound check costs about what a scan saves
 
   Stepper(const float* x_, int64_t n_, int64_t d_, int64_t k_, const float* w_, int nt_, KMeansSplit rule)
       : x(x_),
@@ -90,11 +94,15 @@ struct Stepper {
         chunk(chunk_points(n_, k_, d_)),
         nchunks((n_ + chunk - 1) / chunk),
         assign(n_),
-        count(k_) {}
+        count(k_),
+        pruned(x_, (k_ > detail::kLanes && d_ > 8) ? n_ : 0, d_, nt_) {}
 
   void assign_all(const std::vector<float>& c) {
     pack.build(c.data(), k, d);
-    detail::assign_nearest(x, n, pack, assign.data(), nt);
+    if (k > detail::kLanes && d > 8)
+      pruned.assign(c.data(), pack, assign.data());
+    else
+      detail::assign_nearest(x, n, pack, assign.data(), nt);
   }
 
   // sum of w * ||x - c||^2 under the current assignment (exact, double, fixed order).
@@ -206,17 +214,18 @@ struct Run {
   std::vector<KMeansIterStats> iterations;
 };
 
-Run run_once(const float* x, int64_t n, int64_t d, const KMeansParams& p, const float* w, const float* init,
-             uint64_t seed, int nt) {
+// `st` steps over the training points (x, n); it keeps the pruning bounds for the caller.
+Run run_once(Stepper& st, const float* x, int64_t n, int64_t d, const KMeansParams& p, const float* w,
+             const float* init, uint64_t seed, int nt) {
   const auto t0 = Clock::now();
   std::mt19937_64 rng(seed);
   Run r;
   r.centroids = init ? std::vector<float>(init, init + p.k * d)
                      : detail::init_centroids(x, n, d, p.k, p.init, w, rng, nt);
-  Stepper st(x, n, d, p.k, w, nt, p.split);
   for (int it = 0; it < p.iters; ++it) {
     KMeansIterStats s;
     st.assign_all(r.centroids);
+    s.scanned = (st.k > detail::kLanes && st.d > 8) ? st.pruned.scanned() : st.n;
     s.splits = st.update(r.centroids, &s.objective);
     s.imbalance = st.imbalance();
     s.time_s = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -258,9 +267,13 @@ KMeansResult kmeans(const float* x, int64_t n, int64_t d, const KMeansParams& p,
   res.trained_points = tn;
 
   const int runs = init ? 1 : p.restarts;
-  Stepper final_step(x, n, d, p.k, w, nt, p.split);
   for (int r = 0; r < runs; ++r) {
-    Run run = run_once(tx, tn, d, p, tw, init, p.seed + (uint64_t)r * 15486557ull, nt);
+    // Without a subsample the final assignment reuses the run's stepper (and its bounds).
+    Stepper st(tx, tn, d, p.k, tw, nt, p.split);
+    Run run = run_once(st, tx, tn, d, p, tw, init, p.seed + (uint64_t)r * 15486557ull, nt);
+    std::optional<Stepper> full;
+    if (tn != n) full.emplace(x, n, d, p.k, w, nt, p.split);
+    Stepper& final_step = tn != n ? *full : st;
     final_step.assign_all(run.centroids);
     const double obj = final_step.objective(run.centroids);
     res.restart_objectives.push_back(obj);
@@ -277,6 +290,12 @@ KMeansResult kmeans(const float* x, int64_t n, int64_t d, const KMeansParams& p,
     for (int64_t i = 0; i < n; ++i) ws += w[i];
   res.weight_sum = w ? ws : (double)n;
   return res;
+}
+
+std::vector<float> kmeans_start(const float* x, int64_t n, int64_t d, const KMeansParams& p, const float* w) {
+  validate(x, n, d, p, w, nullptr);
+  std::mt19937_64 rng(p.seed);  // run_once's generator for restart 0
+  return detail::init_centroids(x, n, d, p.k, p.init, w, rng, resolve_threads(p.threads));
 }
 
 std::vector<KMeansResult> kmeans_batch(const std::vector<KMeansProblem>& problems,

@@ -44,7 +44,8 @@ double vq_bits_per_element(const VQSpec& s, int64_t tokens, int64_t head_dim) {
   return vq_code_bits(s) + book_bits / ((double)tokens * head_dim);
 }
 
-VQCodebooks vq_train(const float* x, int64_t T, int64_t D, const VQSpec& spec, const KMeansParams& params) {
+VQCodebooks vq_train(const float* x, int64_t T, int64_t D, const VQSpec& spec, const KMeansParams& params,
+                     const KMeansBatchFn& trainer) {
   check_vq_fits(spec, D);
   if (spec.entries() > T)
     throw std::invalid_argument("vq_train: " + std::to_string(spec.entries()) + " entries (2^" +
@@ -66,7 +67,7 @@ VQCodebooks vq_train(const float* x, int64_t T, int64_t D, const VQSpec& spec, c
         for (int64_t j = 0; j < v; ++j) sub[g][t * v + j] = resid[t * D + g * v + j];
       probs[g] = {sub[g].data(), T, v, nullptr, nullptr};
     }
-    const auto res = kmeans_batch(probs, p);
+    const auto res = trainer(probs, p);
     for (int64_t g = 0; g < G; ++g) {
       std::copy(res[g].centroids.begin(), res[g].centroids.end(), cb.book(s, g));
       for (int64_t t = 0; t < T; ++t)

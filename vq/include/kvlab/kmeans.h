@@ -1,8 +1,10 @@
 // k-means clustering in the manner of faiss's Clustering: Lloyd iterations from a random sample
 // of points, k-means++ or farthest-point starts, or centroids given by the caller; restarts keep
 // the best; optional per-point weights; empty clusters split from the largest one. Results are
-// the same for any number of threads: each point's nearest centroid is computed alone, and
-// centroid sums are accumulated over fixed chunks of points combined in chunk order.
+// the same for any number of threads and any CPU: each point's nearest centroid is computed alone
+// in one fixed arithmetic (src/kmeans_assign.h; the GPU repeats it, gpu/src/kmeans.cu), points
+// that provably keep their centroid are not rescanned (src/kmeans_prune.h), and each centroid's
+// sum runs over its points in point order, in double.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -43,6 +45,8 @@ struct KMeansIterStats {
   double time_s = 0;     // seconds since the start of this restart, after the update
   double imbalance = 0;  // k * sum(n_c^2) / n^2 over point counts n_c (1: perfectly balanced)
   int64_t splits = 0;    // empty clusters split in this iteration
+  int64_t scanned = 0;   // points whose assignment scanned every centroid (k > 16, d > 8: the others
+                         // kept theirs by exact distance bounds; same result as a full scan)
 };
 
 struct KMeansResult {
@@ -65,6 +69,11 @@ struct KMeansResult {
 // negative weights or a zero weight sum.
 KMeansResult kmeans(const float* x, int64_t n, int64_t d, const KMeansParams& params,
                     const float* weights = nullptr, const float* init = nullptr);
+
+// The starting centroids kmeans() draws for restart 0 (params.init, params.seed): k x d. Lets
+// another trainer (the GPU's, gpu/include/kvlab_gpu/kmeans.h) start where the CPU starts.
+std::vector<float> kmeans_start(const float* x, int64_t n, int64_t d, const KMeansParams& params,
+                                const float* weights = nullptr);
 
 // Many small independent problems (one per layer, KV head, role and channel group) in one
 // call, in parallel across problems; each result equals kmeans() on that problem alone.

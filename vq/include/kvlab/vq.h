@@ -7,6 +7,7 @@
 // codebooks per (layer, KV head, role). A token's codes: [stage][group], b bits each.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -48,9 +49,15 @@ struct VQCodebooks {
   }
 };
 
+// Trains one stage's batch of problems (kmeans_batch, or the GPU's: `kvlab vq train --device cuda`);
+// vq_train reads each result's centroids and assign.
+using KMeansBatchFn =
+    std::function<std::vector<KMeansResult>(const std::vector<KMeansProblem>&, const KMeansParams&)>;
+
 // Train on x (T x D fp32): stage by stage, all groups of a stage as one k-means batch. Entries
 // beyond T (2^b > T) are impossible: throws naming T and 2^b.
-VQCodebooks vq_train(const float* x, int64_t T, int64_t D, const VQSpec& spec, const KMeansParams& params);
+VQCodebooks vq_train(const float* x, int64_t T, int64_t D, const VQSpec& spec, const KMeansParams& params,
+                     const KMeansBatchFn& trainer = kmeans_batch);
 
 // Codes of each token: [T][stages][groups] (uint8: b <= 8), nearest entry stage by stage.
 std::vector<uint8_t> vq_encode(const VQCodebooks& cb, const float* x, int64_t T, int threads = 1);
