@@ -10,6 +10,7 @@
 #include "cli_options.h"
 #include "common.h"
 #include "kvlab/llama2c.h"
+#include "kvlab/path_checks.h"
 
 namespace kvlab::cli {
 namespace {
@@ -57,9 +58,13 @@ std::string command_line(const DumpArgs& a, const std::string& out, const std::s
 void run(const DumpArgs& a) {
   namespace fs = std::filesystem;
   const auto t0 = std::chrono::steady_clock::now();
+  std::vector<NamedPath> inputs = {{"--llama2c", a.model}, {"--tokenizer", a.tokenizer}};
+  if (!a.prompt_file.empty()) inputs.push_back({"--prompt-file", a.prompt_file});
+  for (const NamedPath& in : inputs) check_input_file(in);
   const std::string prompt = a.prompt_file.empty() ? a.prompt : read_prompt_file(a.prompt_file);
   const std::string name = a.model_name.empty() ? fs::path(a.model).stem().string() : a.model_name;
   const std::string out = a.out.empty() ? name + ".h5" : a.out;
+  check_outputs_not_inputs({{"--out", out}}, inputs);
 
   const Llama2cModel model = load_llama2c(a.model);
   const Llama2cTokenizer tok(a.tokenizer, model.config.vocab_size);
@@ -99,11 +104,15 @@ static void add_dump(CLI::App& app) {
   p->excludes(pf);
   c->add_option("--steps", a->gen.steps,
                 "tokens to generate after the prompt (stops early at BOS or seq_len)")
+      ->check(int_range(0))
       ->capture_default_str();
   c->add_option("--temperature", a->gen.temperature, "0: greedy (argmax); > 0: sample")
+      ->check(real_range(0, std::numeric_limits<float>::max()))
       ->capture_default_str();
-  c->add_option("--top-p", a->gen.top_p, "nucleus sampling when in (0, 1); 1: off")->capture_default_str();
-  c->add_option("--seed", a->gen.seed, "sampling seed (nonzero)")->capture_default_str();
+  c->add_option("--top-p", a->gen.top_p, "nucleus sampling when in (0, 1); 1: off")
+      ->check(real_range(0, 1, true))
+      ->capture_default_str();
+  c->add_option("--seed", a->gen.seed, "sampling seed (nonzero)")->check(int_range(1))->capture_default_str();
   add_out_option(c, a->out, "output dump (default: <model name>.h5)");
   c->add_option("--model-name", a->model_name,
                 "the dump's model attribute (default: the checkpoint's file stem)");

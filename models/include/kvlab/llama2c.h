@@ -97,7 +97,7 @@ class Llama2cRunner {
 struct Llama2cGenerateParams {
   int32_t steps = 256;       // tokens to generate after the prompt
   float temperature = 0.0f;  // 0: greedy (argmax, ties to the lowest id)
-  float top_p = 1.0f;        // nucleus sampling when in (0, 1); otherwise the full distribution
+  float top_p = 1.0f;        // nucleus sampling when in (0, 1); 1: the full distribution
   uint64_t seed = 42;        // xorshift state as run.c's; must be nonzero
 };
 
