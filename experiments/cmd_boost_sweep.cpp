@@ -153,7 +153,9 @@ static void add_boost_sweep(CLI::App& app) {
   c->add_option("--rates", a->rates, "boost rates in [0, 1], comma-separated")->capture_default_str();
   c->add_option("--selectors", a->selectors, "magnitude, random, variance, oracle, prefix-magnitude")
       ->capture_default_str();
-  c->add_option("--seeds", a->seeds, "random selector: seeds 0..N-1")->check(int_range(1))->capture_default_str();
+  c->add_option("--seeds", a->seeds, "random selector: seeds 0..N-1")
+      ->check(int_range(1))
+      ->capture_default_str();
   c->add_option("--calib-tokens", a->calib_tokens, "oracle's calibration prefix in tokens (0: T/2)")
       ->check(int_range(0))
       ->capture_default_str();

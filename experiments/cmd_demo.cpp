@@ -50,8 +50,9 @@ static void add_demo(CLI::App& app) {
     if (names.empty())
       for (const auto& pr : presets()) names.push_back(pr.name);
     // K, V, their reconstructions and one head's copies: about 5 fp32 tensors of this size.
-    check_fits_memory(checked_product({p->heads, p->tokens, p->head_dim, 5}, "--heads x --tokens x --head-dim"),
-                      4, "demo's synthetic K/V");
+    check_fits_memory(
+        checked_product({p->heads, p->tokens, p->head_dim, 5}, "--heads x --tokens x --head-dim"), 4,
+        "demo's synthetic K/V");
     std::vector<MethodPtr> resolved;  // every name checked before the work starts
     for (const auto& name : names) {
       resolved.push_back(parse_method(name));

@@ -116,7 +116,9 @@ static void add_eval(CLI::App& app) {
   c->add_option("--query-tile", a->query_tile, "queries per attention tile")
       ->check(int_range(1))
       ->capture_default_str();
-  c->add_option("--key-tile", a->key_tile, "keys per attention tile")->check(int_range(1))->capture_default_str();
+  c->add_option("--key-tile", a->key_tile, "keys per attention tile")
+      ->check(int_range(1))
+      ->capture_default_str();
   add_quiet_flag(c, a->quiet);
   c->callback([a] { run(*a); });
 }

@@ -111,7 +111,8 @@ void run(const InfoArgs& a) {
   const Role role = parse_role(a.role);
   if (role == Role::KPreRope && !in.has_k_pre_rope)
     throw std::invalid_argument("'" + a.path + "' has no k_pre_rope; --role must be q, k or v");
-  const auto [first, last] = resolve_layers(a.layers.empty() ? LayerRange{} : parse_layers(a.layers), in.num_layers);
+  const auto [first, last] =
+      resolve_layers(a.layers.empty() ? LayerRange{} : parse_layers(a.layers), in.num_layers);
   const bool csv = a.format == "csv";
   const std::string r = to_string(role);
   std::vector<std::vector<std::string>> rows = {{"layer", "head", "mean|" + r + "|", "median ch",
@@ -158,7 +159,9 @@ static void add_info(CLI::App& app) {
                 "outlier: channel mean |x| >= this x the median channel")
       ->check(real_range(0, std::numeric_limits<double>::max(), true))
       ->capture_default_str();
-  c->add_option("--top", a->top, "largest channels listed per head")->check(int_range(1))->capture_default_str();
+  c->add_option("--top", a->top, "largest channels listed per head")
+      ->check(int_range(1))
+      ->capture_default_str();
   add_format_option(c, a->format, "table (with the attributes) or csv (statistics only)");
   c->callback([a] { run(*a); });
 }

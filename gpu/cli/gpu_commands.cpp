@@ -40,8 +40,7 @@ NamedData read_raw(const std::string& arg) {
   if (!f) throw std::runtime_error("--raw: cannot open '" + path + "': " + std::strerror(errno));
   const size_t got = std::fread(d.values.data(), 4, n, f);
   std::fclose(f);
-  if ((int64_t)got != n)
-    throw std::runtime_error("--raw: cannot read " + path + ": " + std::strerror(errno));
+  if ((int64_t)got != n) throw std::runtime_error("--raw: cannot read " + path + ": " + std::strerror(errno));
   return d;
 }
 

@@ -129,7 +129,8 @@ DumpWriter::DumpWriter(const std::string& path, const DumpInfo& info, DumpWriteO
   h5::silence_errors();
   m.tmp = std::make_unique<TempFile>(path);
   m.file = Id(H5Fcreate(m.tmp->tmp().c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
-  if (!m.file.valid()) throw std::runtime_error("cannot create '" + m.tmp->tmp() + "' (HDF5, for " + path + ")");
+  if (!m.file.valid())
+    throw std::runtime_error("cannot create '" + m.tmp->tmp() + "' (HDF5, for " + path + ")");
   m.write_root_attributes();
 }
 
@@ -194,7 +195,8 @@ void DumpWriter::commit() {
       if (!m.written.count({l, r}))
         m.fail("cannot commit: " + detail::dataset_path(l, r) + " was never written");
   errno = 0;
-  if (H5Fclose(m.file.release()) < 0) throw_os_error(m.path + ": cannot finish writing '" + m.tmp->tmp() + "'");
+  if (H5Fclose(m.file.release()) < 0)
+    throw_os_error(m.path + ": cannot finish writing '" + m.tmp->tmp() + "'");
   m.tmp->commit();
   m.committed = true;
 }

@@ -44,7 +44,7 @@ void check_outputs_not_inputs(const std::vector<NamedPath>& outputs, const std::
       struct stat i {};
       if (stat(in.path.c_str(), &i) != 0) continue;
       if (same(i, o) || (S_ISDIR(i.st_mode) && inside(in.path, o)))
-        throw std::runtime_error(named(out) + " is the " + (same(i, o) ? "same file as" : "a file inside") +
+        throw std::runtime_error(named(out) + (same(i, o) ? " is the same file as" : " is a file inside") +
                                  " the input " + named(in) +
                                  "; kvlab never writes over its input: choose another output path");
     }

@@ -105,9 +105,9 @@ void handle_leftovers(const std::string& path) {
     if (ours && live_here(file))
       throw std::runtime_error("'" + path + "' is already being written by this process");
     if (!ours && (kill((pid_t)pid, 0) == 0 || errno == EPERM))
-      throw std::runtime_error("'" + file + "' exists: process " + std::to_string(pid) +
-                               " may be writing '" + path + "' now; wait for it, or remove that file if " +
-                               "process " + std::to_string(pid) + " is not a kvlab run");
+      throw std::runtime_error("'" + file + "' exists: process " + std::to_string(pid) + " may be writing '" +
+                               path + "' now; wait for it, or remove that file if " + "process " +
+                               std::to_string(pid) + " is not a kvlab run");
     if (unlink(file.c_str()) != 0 && errno != ENOENT)
       throw_os_error("cannot remove '" + file + "', left by an interrupted run");
     std::fprintf(stderr, "kvlab: removed '%s', left by an interrupted run (process %ld is gone)\n",

@@ -156,8 +156,10 @@ SyntheticDump::SyntheticDump(const SyntheticDumpParams& p) : p_(p), name_("synth
   // A layer's q is the largest tensor made at once (as fp32 when read); its size and the whole
   // dump's must be sizes, not wrapped-around numbers.
   const std::string where = "synthetic dump '" + p.preset + "'";
-  checked_product({p.layers, p.q_heads, p.tokens, p.head_dim, 2}, where + ": layers x q heads x tokens x head_dim x 2 bytes");
-  checked_product({p.layers, p.kv_heads, p.tokens, p.head_dim, 6}, where + ": layers x kv heads x tokens x head_dim x 6 bytes");
+  checked_product({p.layers, p.q_heads, p.tokens, p.head_dim, 2},
+                  where + ": layers x q heads x tokens x head_dim x 2 bytes");
+  checked_product({p.layers, p.kv_heads, p.tokens, p.head_dim, 6},
+                  where + ": layers x kv heads x tokens x head_dim x 6 bytes");
   check_fits_memory(checked_product({p.q_heads, p.tokens, p.head_dim}, where), 4, where + ": one layer's q");
 }
 

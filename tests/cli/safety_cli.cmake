@@ -106,7 +106,7 @@ kvlab_fails("--layers '1,2': '1,2' is not a non-negative integer" info ${t} --la
 kvlab_fails("--layers '2abc'" info ${t} --layers 2abc)
 kvlab_fails("--layers '-1': layers are numbered from 0" info ${t} --layers -1)
 kvlab_fails("--layers '0-1x'" eval ${t} --layers 0-1x)
-kvlab_fails("out of range; the dump has 2 layers \\(0-1\\)" sensitivity ${t} --layers 0-9 --out ${d}/s.csv)
+kvlab_fails("out of range; the dump has 2 layers \\(0-1\\)" eval ${t} --layers 0-9)
 kvlab_fails("group=-1 must be >= 1 \\(or 'all'" quantize --input ${d}/x.npy --quantizer bits=2,group=-1 --out ${d}/q.npz)
 kvlab_fails("key 'bits' is given twice" quantize --input ${d}/x.npy --quantizer bits=2,bits=4 --out ${d}/q.npz)
 kvlab_fails("key 'kbits' is given twice" eval ${t} --methods kivi:kbits=2,kbits=4)

@@ -23,9 +23,13 @@ TEST(CheckedInput, ProductsThatOverflowOrGoNegativeAreNamedErrors) {
   EXPECT_EQ(kvlab::checked_product({4096, 128, 16}, "x"), 4096 * 128 * 16);
   EXPECT_EQ(kvlab::checked_product({kBig, 1}, "x"), kBig);
   EXPECT_EQ(kvlab::checked_product({kBig, 0, kBig}, "x"), 0);  // zero first or last: no overflow
-  EXPECT_THAT(message_of<std::invalid_argument>([] { kvlab::checked_product({kBig, 2}, "--tokens x --head-dim"); }),
+  EXPECT_THAT(message_of<std::invalid_argument>([] {
+                kvlab::checked_product({kBig, 2}, "--tokens x --head-dim");
+              }),
               HasSubstr("--tokens x --head-dim: 4611686018427387904 x 2 overflows a 64-bit size"));
-  EXPECT_THAT(message_of<std::invalid_argument>([] { kvlab::checked_product({3, -1}, "sizes"); }),
+  EXPECT_THAT(message_of<std::invalid_argument>([] {
+                kvlab::checked_product({3, -1}, "sizes");
+              }),
               HasSubstr("sizes: 3 x -1 has a negative factor"));
   EXPECT_THAT(message_of<std::invalid_argument>([] { kvlab::check_fits_memory(kBig, 4, "one layer"); }),
               HasSubstr("one layer needs"));
@@ -47,8 +51,9 @@ TEST(CheckedInput, ThreadCountsAreBounded) {
 }
 
 TEST(CheckedInput, RepeatedSpecKeysAreErrorsNamingTheKey) {
-  EXPECT_THAT(message_of<std::invalid_argument>([] { kvlab::text::split_pairs("bits=2,bits=4", "quantizer spec"); }),
-              HasSubstr("quantizer spec 'bits=2,bits=4': key 'bits' is given twice"));
+  EXPECT_THAT(
+      message_of<std::invalid_argument>([] { kvlab::text::split_pairs("bits=2,bits=4", "quantizer spec"); }),
+      HasSubstr("quantizer spec 'bits=2,bits=4': key 'bits' is given twice"));
   EXPECT_THAT(message_of<std::invalid_argument>([] { kvlab::parse_quantizer("bits=2,axis=token,bits=4"); }),
               HasSubstr("key 'bits' is given twice"));
   EXPECT_THAT(message_of<std::invalid_argument>([] { kvlab::parse_method("kivi:kbits=2,kbits=4"); }),
@@ -76,8 +81,9 @@ TEST(CheckedInput, CountsAreWholeNonNegativeNumbers) {
   EXPECT_EQ(kvlab::text::parse_count("9223372036854775807", "tokens"), std::numeric_limits<int64_t>::max());
   EXPECT_THAT(message_of<std::invalid_argument>([] { kvlab::text::parse_count("-5", "tokens"); }),
               HasSubstr("tokens='-5' is negative"));
-  EXPECT_THAT(message_of<std::invalid_argument>([] { kvlab::text::parse_count("9223372036854775808", "seed"); }),
-              HasSubstr("seed='9223372036854775808' is too large"));
+  EXPECT_THAT(
+      message_of<std::invalid_argument>([] { kvlab::text::parse_count("9223372036854775808", "seed"); }),
+      HasSubstr("seed='9223372036854775808' is too large"));
   for (const char* v : {"", "2abc", "1,2", " 3", "0x10", "1e3"})
     EXPECT_THAT(message_of<std::invalid_argument>([&] { kvlab::text::parse_count(v, "layers"); }),
                 HasSubstr("is not a non-negative integer"))

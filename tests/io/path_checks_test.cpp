@@ -29,8 +29,9 @@ TEST(PathChecks, AnOutputThatIsAnInputUnderAnyNameIsRefused) {
   for (const std::string& out :
        {in, dir.file("./d.h5"), dir.file("sub/../d.h5"), dir.file("link.h5"), dir.file("hard.h5")}) {
     fs::create_directories(dir.file("sub"));
-    const std::string e = message_of<std::runtime_error>(
-        [&] { check_outputs_not_inputs({{"--other", dir.file("new.csv")}, {"--out", out}}, {{"DUMP", in}}); });
+    const std::string e = message_of<std::runtime_error>([&] {
+      check_outputs_not_inputs({{"--other", dir.file("new.csv")}, {"--out", out}}, {{"DUMP", in}});
+    });
     EXPECT_THAT(e, HasSubstr("--out '" + out + "' is the same file as the input DUMP '" + in + "'")) << out;
   }
   // Another file, and one that does not exist yet, are fine; so is a missing input.
@@ -47,17 +48,24 @@ TEST(PathChecks, AFileInsideAnInputDirectoryIsRefused) {
     check_outputs_not_inputs({{"--out", dir.file("npy/layer_0/k.npy")}}, {{"DUMP", dir.file("npy")}});
   });
   EXPECT_THAT(e, HasSubstr("is a file inside the input DUMP"));
-  EXPECT_NO_THROW(check_outputs_not_inputs({{"--out", dir.file("npy/new.json")}}, {{"DUMP", dir.file("npy")}}));
+  EXPECT_NO_THROW(
+      check_outputs_not_inputs({{"--out", dir.file("npy/new.json")}}, {{"DUMP", dir.file("npy")}}));
 }
 
 TEST(PathChecks, DirectoriesWhereFilesBelongAreRefused) {
   TempDir dir;
   fs::create_directory(dir.file("d"));
-  EXPECT_THAT(message_of<std::runtime_error>([&] { check_outputs_not_inputs({{"--out", dir.file("d")}}, {}); }),
+  EXPECT_THAT(message_of<std::runtime_error>([&] {
+                check_outputs_not_inputs({{"--out", dir.file("d")}}, {});
+              }),
               HasSubstr("--out '" + dir.file("d") + "' is a directory"));
-  EXPECT_THAT(message_of<std::runtime_error>([&] { check_input_file({"--prompt-file", dir.file("d")}); }),
+  EXPECT_THAT(message_of<std::runtime_error>([&] {
+                check_input_file({"--prompt-file", dir.file("d")});
+              }),
               HasSubstr("--prompt-file '" + dir.file("d") + "' is a directory; a file is expected"));
-  EXPECT_THAT(message_of<std::runtime_error>([&] { check_input_file({"--input", dir.file("none.npy")}); }),
+  EXPECT_THAT(message_of<std::runtime_error>([&] {
+                check_input_file({"--input", dir.file("none.npy")});
+              }),
               HasSubstr("--input '" + dir.file("none.npy") + "': No such file or directory"));
   std::ofstream(dir.file("f.npy")) << "x";
   EXPECT_NO_THROW(check_input_file({"--input", dir.file("f.npy")}));

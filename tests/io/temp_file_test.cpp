@@ -60,7 +60,8 @@ TEST(TempFile, ErrorsNameTheFileAndTheOsReason) {
   TempDir dir;
   fs::create_directory(dir.file("d"));
   // Renaming a file onto a directory fails: the OS says why.
-  const std::string r = message_of<std::runtime_error>([&] { kvlab::write_file_atomically(dir.file("d"), "x"); });
+  const std::string r =
+      message_of<std::runtime_error>([&] { kvlab::write_file_atomically(dir.file("d"), "x"); });
   EXPECT_THAT(r, HasSubstr("cannot rename"));
   EXPECT_THAT(r, HasSubstr("Is a directory"));
   EXPECT_FALSE(fs::exists(tmp_of(dir.file("d"), getpid())));
@@ -110,7 +111,6 @@ void expect_signal_cleans_up(int sig) {
   ASSERT_EQ(pipe(ready), 0);
   const pid_t child = fork();
   if (child == 0) {
-    signal(sig, SIG_DFL);  // as a shell starts a foreground command
     AtomicFile f(out);
     f.write("partial", 7);
     const char c = 1;

@@ -10,8 +10,8 @@
 #include <stdexcept>
 
 #include "kmeans_assign.h"
-#include "kvlab/sizes.h"
 #include "kmeans_init.h"
+#include "kvlab/sizes.h"
 #include "kvlab/threads.h"
 
 namespace kvlab {
