@@ -36,6 +36,11 @@ void check_input_file(const NamedPath& in) {
 
 void check_outputs_not_inputs(const std::vector<NamedPath>& outputs, const std::vector<NamedPath>& inputs) {
   for (const NamedPath& out : outputs) {
+    // The directory must exist before the work starts, not only when the result is written.
+    const size_t slash = out.path.rfind('/');
+    const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : out.path.substr(0, slash);
+    struct stat parent {};
+    if (stat(dir.c_str(), &parent) != 0) throw_os_error(named(out) + ": directory '" + dir + "'");
     struct stat o {};
     if (stat(out.path.c_str(), &o) != 0) continue;  // nothing there yet: nothing to overwrite
     if (S_ISDIR(o.st_mode))

@@ -119,6 +119,7 @@ kvlab_fails("--prompt-file '${d}/adir' is a directory; a file is expected"
 kvlab_fails("--input '${d}/adir' is a directory" quantize --input ${d}/adir --quantizer bits=2 --out ${d}/q.npz)
 kvlab_fails("--input '${d}/nope.npy': No such file or directory" kmeans --input ${d}/nope.npy --k 2 --out ${d}/k.npz)
 kvlab_fails("--out '${d}/adir' is a directory; give a file name" synth --preset tiny --out ${d}/adir)
+kvlab_fails("--out '${d}/none/r.json': directory '${d}/none': No such file or directory" eval ${t} --quiet --out ${d}/none/r.json)
 
 # --- 3. No command writes over its input: each refuses, and the input keeps its bytes. ---
 file(CREATE_LINK ${t} ${d}/t_symlink.h5 SYMBOLIC)

@@ -69,6 +69,12 @@ TEST(PathChecks, DirectoriesWhereFilesBelongAreRefused) {
               HasSubstr("--input '" + dir.file("none.npy") + "': No such file or directory"));
   std::ofstream(dir.file("f.npy")) << "x";
   EXPECT_NO_THROW(check_input_file({"--input", dir.file("f.npy")}));
+  // A missing output directory is reported before the work, not after it.
+  EXPECT_THAT(message_of<std::runtime_error>([&] {
+                check_outputs_not_inputs({{"--out", dir.file("none/r.json")}}, {});
+              }),
+              HasSubstr("--out '" + dir.file("none/r.json") + "': directory '" + dir.file("none") +
+                        "': No such file or directory"));
 }
 
 }  // namespace

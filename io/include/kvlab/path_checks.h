@@ -16,7 +16,8 @@ struct NamedPath {
 // reason) or is a directory.
 void check_input_file(const NamedPath& in);
 
-// Throws std::runtime_error when an output exists and is a directory, or is the same file as an
+// Throws std::runtime_error when an output's directory does not exist (the OS reason), when an
+// output exists and is a directory, or is the same file as an
 // input, or is a file inside an input directory (a dump directory of .npy files). Inputs that do
 // not exist are skipped: their readers report them.
 void check_outputs_not_inputs(const std::vector<NamedPath>& outputs, const std::vector<NamedPath>& inputs);
