@@ -110,6 +110,10 @@ void run(const SweepArgs& a) {
   rates.erase(std::unique(rates.begin(), rates.end()), rates.end());
   o.rates = rates;
   const std::string path = a.dump.empty() ? default_dump_path() : a.dump;
+  std::vector<NamedPath> outputs = {{"--out", a.out}};
+  for (const char* suffix : {"_summary.csv", "_score_mse.svg", "_output_err.svg"})
+    outputs.push_back({"--out", calib::sibling(a.out, suffix)});
+  check_outputs_not_inputs(outputs, dump_inputs(path));
   const auto reader = open_dump_source(path);
   const SweepResult r = boost_sweep(calib::shape_of(reader->info()), calib::loader(*reader, true), o);
   write_file_atomically(a.out, rows_csv(r));
@@ -149,10 +153,14 @@ static void add_boost_sweep(CLI::App& app) {
   c->add_option("--rates", a->rates, "boost rates in [0, 1], comma-separated")->capture_default_str();
   c->add_option("--selectors", a->selectors, "magnitude, random, variance, oracle, prefix-magnitude")
       ->capture_default_str();
-  c->add_option("--seeds", a->seeds, "random selector: seeds 0..N-1")->capture_default_str();
+  c->add_option("--seeds", a->seeds, "random selector: seeds 0..N-1")
+      ->check(int_range(1))
+      ->capture_default_str();
   c->add_option("--calib-tokens", a->calib_tokens, "oracle's calibration prefix in tokens (0: T/2)")
+      ->check(int_range(0))
       ->capture_default_str();
   c->add_option("--calib-queries", a->calib_queries, "oracle: the prefix's last N queries")
+      ->check(int_range(1))
       ->capture_default_str();
   c->add_option("--queries", a->queries,
                 "evaluation queries, all after the prefix (default last:min(256, T - prefix))");

@@ -5,9 +5,11 @@
 #include <cmath>
 #include <cstdio>
 
+#include "cli_options.h"
 #include "common.h"
 #include "kvlab/method.h"
 #include "kvlab/selection.h"
+#include "kvlab/sizes.h"
 #include "kvlab/synthetic.h"
 
 namespace kvlab::cli {
@@ -36,9 +38,9 @@ static void add_demo(CLI::App& app) {
   p->tokens = 2048;
   auto* c = app.add_subcommand("demo",
                                "Quantize the built-in synthetic K/V with every preset; print error and bits");
-  c->add_option("--heads", p->heads, "KV heads")->capture_default_str();
-  c->add_option("--tokens", p->tokens, "tokens T")->capture_default_str();
-  c->add_option("--head-dim", p->head_dim, "head dim D")->capture_default_str();
+  c->add_option("--heads", p->heads, "KV heads")->check(int_range(1))->capture_default_str();
+  c->add_option("--tokens", p->tokens, "tokens T")->check(int_range(1))->capture_default_str();
+  c->add_option("--head-dim", p->head_dim, "head dim D")->check(int_range(1))->capture_default_str();
   c->add_option("--seed", p->seed, "generator seed")->capture_default_str();
   c->add_option("--methods", *methods, "methods, comma-separated presets or specs (default: every preset)");
   c->callback([p, methods] {
@@ -47,6 +49,10 @@ static void add_demo(CLI::App& app) {
       for (auto& m : split_method_list(item)) names.push_back(m);
     if (names.empty())
       for (const auto& pr : presets()) names.push_back(pr.name);
+    // K, V, their reconstructions and one head's copies: about 5 fp32 tensors of this size.
+    check_fits_memory(
+        checked_product({p->heads, p->tokens, p->head_dim, 5}, "--heads x --tokens x --head-dim"), 4,
+        "demo's synthetic K/V");
     std::vector<MethodPtr> resolved;  // every name checked before the work starts
     for (const auto& name : names) {
       resolved.push_back(parse_method(name));

@@ -14,6 +14,7 @@
 #include "kvlab/hf_tokenizer.h"
 #include "kvlab/llama2c.h"
 #include "kvlab/npy.h"
+#include "kvlab/path_checks.h"
 #include "text_input.h"
 
 namespace kvlab::cli {
@@ -115,9 +116,22 @@ Result run_hf(const DumpArgs& a, const std::string& prompt, const std::string& n
 void run(const DumpArgs& a) {
   namespace fs = std::filesystem;
   const auto t0 = std::chrono::steady_clock::now();
+  // Every file read is checked up front and no output may be one of them (the model directory
+  // included: an output inside it is refused).
+  std::vector<NamedPath> files;
+  if (!a.llama2c.empty()) files.push_back({"--llama2c", a.llama2c});
+  if (!a.tokenizer.empty()) files.push_back({"--tokenizer", a.tokenizer});
+  if (!a.prompt_file.empty()) files.push_back({"--prompt-file", a.prompt_file});
+  if (!a.tokens_file.empty()) files.push_back({"--tokens", a.tokens_file});
+  for (const NamedPath& in : files) check_input_file(in);
+  std::vector<NamedPath> inputs = files;
+  if (!a.hf_dir.empty()) inputs.push_back({"--model", a.hf_dir});
   const std::string prompt = !a.prompt_file.empty() ? read_prompt_file(a.prompt_file) : a.prompt;
   const std::string name = a.model_name.empty() ? default_name(a) : a.model_name;
   const std::string out = a.out.empty() ? name + ".h5" : a.out;
+  std::vector<NamedPath> outputs = {{"--out", out}};
+  if (!a.logits.empty()) outputs.push_back({"--logits", a.logits});
+  check_outputs_not_inputs(outputs, inputs);
   const std::string source = command_line(a, out, name);
 
   Result r = a.hf_dir.empty() ? run_llama2c(a, prompt, name, source) : run_hf(a, prompt, name, source);
@@ -170,11 +184,15 @@ static void add_dump(CLI::App& app) {
   tf->excludes(p)->excludes(pf);
   c->add_option("--steps", a->gen.steps,
                 "tokens to generate after the prompt (stops early at a stop token or the model's length)")
+      ->check(int_range(0))
       ->capture_default_str();
   c->add_option("--temperature", a->gen.temperature, "0: greedy (argmax); > 0: sample")
+      ->check(real_range(0, std::numeric_limits<float>::max()))
       ->capture_default_str();
-  c->add_option("--top-p", a->gen.top_p, "nucleus sampling when in (0, 1); 1: off")->capture_default_str();
-  c->add_option("--seed", a->gen.seed, "sampling seed (nonzero)")->capture_default_str();
+  c->add_option("--top-p", a->gen.top_p, "nucleus sampling when in (0, 1); 1: off")
+      ->check(real_range(0, 1, true))
+      ->capture_default_str();
+  c->add_option("--seed", a->gen.seed, "sampling seed (nonzero)")->check(int_range(1))->capture_default_str();
   add_out_option(c, a->out, "output dump (default: <model name>.h5)");
   c->add_option("--logits", a->logits, "also write every position's logits (float32 .npy, tokens x vocab)");
   c->add_option("--model-name", a->model_name,

@@ -18,6 +18,7 @@
 #include "kvlab/dump.h"
 #include "kvlab/evaluate.h"
 #include "kvlab/kv_text.h"
+#include "kvlab/method.h"
 
 namespace kvlab::cli {
 namespace {
@@ -45,6 +46,12 @@ void run(const EvalArgs& a) {
   opt.tiles = {a.query_tile, a.key_tile};
 
   const std::string path = a.dump.empty() ? default_dump_path() : a.dump;
+  if (!a.out.empty()) {
+    std::vector<NamedPath> inputs = dump_inputs(path);
+    for (const std::string& m : opt.methods)
+      for (const std::string& file : parse_method(m)->files()) inputs.push_back({"--methods", file});
+    check_outputs_not_inputs({{"--out", a.out}}, inputs);
+  }
   const std::unique_ptr<DumpReader> reader = open_dump_source(path);
   const DumpInfo& info = reader->info();
   const EvalShape shape{info.num_layers, info.num_q_heads, info.num_kv_heads, info.head_dim, info.tokens};
@@ -106,8 +113,12 @@ static void add_eval(CLI::App& app) {
   add_format_option(c, a->format, "table, csv or json (schema: docs/EVAL_JSON.md)", {"table", "csv", "json"});
   add_out_option(c, a->out, "write to FILE instead of stdout (atomically)");
   add_threads_option(c, a->threads);
-  c->add_option("--query-tile", a->query_tile, "queries per attention tile")->capture_default_str();
-  c->add_option("--key-tile", a->key_tile, "keys per attention tile")->capture_default_str();
+  c->add_option("--query-tile", a->query_tile, "queries per attention tile")
+      ->check(int_range(1))
+      ->capture_default_str();
+  c->add_option("--key-tile", a->key_tile, "keys per attention tile")
+      ->check(int_range(1))
+      ->capture_default_str();
   add_quiet_flag(c, a->quiet);
   c->callback([a] { run(*a); });
 }

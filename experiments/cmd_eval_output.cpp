@@ -1,7 +1,5 @@
 #include "cmd_eval_output.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <stdexcept>
@@ -53,17 +51,6 @@ std::string eval_table(const EvalResult& r, const ReportSource& src) {
                 (long long)s.head_dim, (long long)s.tokens, to_string(r.queries).c_str(),
                 (long long)r.num_queries, t.total, t.load, t.quantize, t.attention, r.threads, t.total_cpu);
   return out + foot;
-}
-
-void write_file_atomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp." + std::to_string(getpid());
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) throw std::runtime_error("--out '" + path + "': cannot create '" + tmp + "'");
-  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  if (std::fclose(f) != 0 || !ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw std::runtime_error("--out '" + path + "': write failed");
-  }
 }
 
 }  // namespace kvlab::cli

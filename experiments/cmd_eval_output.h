@@ -3,6 +3,7 @@
 #pragma once
 #include <string>
 
+#include "kvlab/atomic_file.h"  // write_file_atomically, for eval, sensitivity and boost-sweep
 #include "kvlab/eval_report.h"
 
 namespace kvlab::cli {
@@ -10,8 +11,5 @@ namespace kvlab::cli {
 // One row per method, sorted by bits per element, a column per aggregated metric, then a
 // footer naming the dump, the queries and the time taken.
 std::string eval_table(const EvalResult& r, const ReportSource& src);
-
-// Writes `text` to `path` + ".tmp.<pid>" and renames it onto `path`: never a half-written file.
-void write_file_atomically(const std::string& path, const std::string& text);
 
 }  // namespace kvlab::cli

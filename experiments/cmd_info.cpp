@@ -12,6 +12,7 @@
 #include "cli_options.h"
 #include "common.h"
 #include "kvlab/dump.h"
+#include "kvlab/selection.h"
 
 namespace kvlab::cli {
 namespace {
@@ -21,21 +22,6 @@ struct InfoArgs {
   double outlier_factor = 4.0;
   int top = 4;
 };
-
-// "a-b" (inclusive) or "a"; empty means every layer.
-std::pair<int64_t, int64_t> layer_range(const std::string& s, int64_t L) {
-  if (s.empty()) return {0, L - 1};
-  int64_t a = 0, b = 0;
-  char extra = 0;
-  const int n = std::sscanf(s.c_str(), "%lld-%lld%c", (long long*)&a, (long long*)&b, &extra);
-  if (n == 1 && s.find('-') == std::string::npos)
-    b = a;
-  else if (n != 2)
-    throw std::invalid_argument("--layers '" + s + "': expected a layer 'a' or a range 'a-b'");
-  if (a < 0 || b < a || b >= L)
-    throw std::invalid_argument("--layers '" + s + "': the dump has layers 0-" + std::to_string(L - 1));
-  return {a, b};
-}
 
 // The first 80 characters of the text on one line (cut on a UTF-8 boundary).
 std::string preview(const std::string& text) {
@@ -125,7 +111,8 @@ void run(const InfoArgs& a) {
   const Role role = parse_role(a.role);
   if (role == Role::KPreRope && !in.has_k_pre_rope)
     throw std::invalid_argument("'" + a.path + "' has no k_pre_rope; --role must be q, k or v");
-  const auto [first, last] = layer_range(a.layers, in.num_layers);
+  const auto [first, last] =
+      resolve_layers(a.layers.empty() ? LayerRange{} : parse_layers(a.layers), in.num_layers);
   const bool csv = a.format == "csv";
   const std::string r = to_string(role);
   std::vector<std::vector<std::string>> rows = {{"layer", "head", "mean|" + r + "|", "median ch",
@@ -170,8 +157,11 @@ static void add_info(CLI::App& app) {
   c->add_option("--role", a->role, "tensor to analyse: k, k_pre_rope, q or v")->capture_default_str();
   c->add_option("--outlier-factor", a->outlier_factor,
                 "outlier: channel mean |x| >= this x the median channel")
+      ->check(real_range(0, std::numeric_limits<double>::max(), true))
       ->capture_default_str();
-  c->add_option("--top", a->top, "largest channels listed per head")->capture_default_str();
+  c->add_option("--top", a->top, "largest channels listed per head")
+      ->check(int_range(1))
+      ->capture_default_str();
   add_format_option(c, a->format, "table (with the attributes) or csv (statistics only)");
   c->callback([a] { run(*a); });
 }

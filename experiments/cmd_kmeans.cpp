@@ -9,6 +9,7 @@
 #include "common.h"
 #include "kvlab/kmeans.h"
 #include "kvlab/npy.h"
+#include "kvlab/path_checks.h"
 
 namespace kvlab::cli {
 namespace {
@@ -37,6 +38,12 @@ std::vector<float> read_matrix(const std::string& path, const char* what, int64_
 }
 
 void run(KMeansArgs a) {
+  const bool from_file = a.init.size() > 4 && a.init.substr(a.init.size() - 4) == ".npy";
+  std::vector<NamedPath> inputs = {{"--input", a.input}};
+  if (!a.weights.empty()) inputs.push_back({"--weights", a.weights});
+  if (from_file) inputs.push_back({"--init", a.init});
+  for (const NamedPath& in : inputs) check_input_file(in);
+  check_outputs_not_inputs({{"--out", a.out}}, inputs);
   int64_t n = 0, d = 0;
   const std::vector<float> x = read_matrix(a.input, "--input", n, d);
   std::vector<float> w, c0;
@@ -47,7 +54,6 @@ void run(KMeansArgs a) {
       throw std::invalid_argument("--weights '" + a.weights + "': " + std::to_string(wn * wd) +
                                   " values for " + std::to_string(n) + " points");
   }
-  const bool from_file = a.init.size() > 4 && a.init.substr(a.init.size() - 4) == ".npy";
   if (from_file) {
     int64_t ck = 0, cd = 0;
     c0 = read_matrix(a.init, "--init", ck, cd);
@@ -92,16 +98,18 @@ static void add_kmeans(CLI::App& app) {
   auto* c = app.add_subcommand(
       "kmeans", "k-means on an (n, d) float .npy; writes centroids, assignments and per-iteration objective");
   c->add_option("--input", args->input, "float16/float32 .npy of shape (n, d)")->required();
-  c->add_option("--k", args->p.k, "number of centroids")->required();
-  c->add_option("--iters", args->p.iters, "Lloyd iterations")->capture_default_str();
+  c->add_option("--k", args->p.k, "number of centroids")->check(int_range(1))->required();
+  c->add_option("--iters", args->p.iters, "Lloyd iterations")->check(int_range(0))->capture_default_str();
   c->add_option("--init", args->init,
                 enum_list<KMeansInit>(" | ", " | ") + " | a (k, d) .npy of starting centroids")
       ->capture_default_str();
   c->add_option("--seed", args->p.seed, "random seed")->capture_default_str();
   c->add_option("--restarts", args->p.restarts, "runs from different seeds; the best is kept")
+      ->check(int_range(1))
       ->capture_default_str();
   c->add_option("--max-points-per-centroid", args->p.max_points_per_centroid,
                 "train on a sample of k * this many points (0: all)")
+      ->check(int_range(0))
       ->capture_default_str();
   c->add_option("--weights", args->weights, "(n,) .npy of non-negative per-point weights");
   add_threads_option(c, args->p.threads, "OpenMP threads (0: default; results do not depend on it)");

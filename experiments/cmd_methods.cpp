@@ -2,8 +2,10 @@
 // spec and bits per element.
 #include <cstdio>
 
+#include "cli_options.h"
 #include "common.h"
 #include "kvlab/method.h"
+#include "kvlab/sizes.h"
 
 namespace kvlab::cli {
 
@@ -11,9 +13,14 @@ static void add_methods(CLI::App& app) {
   auto tokens = std::make_shared<int64_t>(4096);
   auto dim = std::make_shared<int64_t>(128);
   auto* c = app.add_subcommand("methods", "List the KV-method families, their keys and presets");
-  c->add_option("--tokens", *tokens, "T used for bits per element")->capture_default_str();
-  c->add_option("--head-dim", *dim, "D used for bits per element")->capture_default_str();
+  c->add_option("--tokens", *tokens, "T used for bits per element")
+      ->check(int_range(1))
+      ->capture_default_str();
+  c->add_option("--head-dim", *dim, "D used for bits per element")
+      ->check(int_range(1))
+      ->capture_default_str();
   c->callback([tokens, dim] {
+    checked_product({*tokens, *dim, 16}, "--tokens x --head-dim x 16 bits");  // the bit counts below
     std::vector<std::vector<std::string>> rows = {{"preset", "bits K", "bits V", "bits KV", "description"}};
     for (const auto& p : presets()) {
       const Bits b = parse_method(p.name)->bits(*tokens, *dim);

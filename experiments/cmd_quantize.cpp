@@ -6,6 +6,7 @@
 #include "common.h"
 #include "kvlab/half.h"
 #include "kvlab/npy.h"
+#include "kvlab/path_checks.h"
 #include "kvlab/quantizer.h"
 
 namespace kvlab::cli {
@@ -23,6 +24,8 @@ NpyArray params_array(const std::vector<float>& v, ParamType t, std::vector<int6
 }
 
 void run(const QuantizeArgs& a) {
+  check_input_file({"--input", a.input});
+  check_outputs_not_inputs({{"--out", a.out}}, {{"--input", a.input}});
   const NpyArray x = read_npy(a.input);
   const TensorView view = as_tensor(x, a.input);
   if (view.shape.size() < 2 || view.shape.size() > 4)

@@ -82,6 +82,10 @@ void run(const SensArgs& a) {
   if (!a.layers.empty()) o.layers = parse_layers(a.layers);
   if (!a.quiet) o.progress = calib::progress("sensitivity");
   const std::string path = a.dump.empty() ? default_dump_path() : a.dump;
+  check_outputs_not_inputs({{"--out", a.out},
+                            {"--out", calib::sibling(a.out, "_ranking.csv")},
+                            {"--out", calib::sibling(a.out, "_heatmap.svg")}},
+                           dump_inputs(path));
   const auto reader = open_dump_source(path);
   const SensitivityResult r =
       channel_sensitivity(calib::shape_of(reader->info()), calib::loader(*reader, false), o);
@@ -121,9 +125,11 @@ static void add_sensitivity(CLI::App& app) {
                                "Attention-score error of quantizing each key channel alone; "
                                "how well magnitude ranks it (CSV + SVG heatmap)");
   add_dump_arg(c, a->dump);
-  c->add_option("--bits", a->bits, "code bits of the quantized channel")->capture_default_str();
-  c->add_option("--group", a->group, "tokens per channel group")->capture_default_str();
-  c->add_option("--sink", a->sink, "leading tokens kept exact")->capture_default_str();
+  c->add_option("--bits", a->bits, "code bits of the quantized channel")
+      ->check(int_range(1, 8))
+      ->capture_default_str();
+  c->add_option("--group", a->group, "tokens per channel group")->check(int_range(1))->capture_default_str();
+  c->add_option("--sink", a->sink, "leading tokens kept exact")->check(int_range(0))->capture_default_str();
   c->add_option("--params", a->params, "scale/zero storage")
       ->check(CLI::IsMember({"fp16", "fp32"}))
       ->capture_default_str();

@@ -11,6 +11,7 @@
 
 #include "cli_options.h"
 #include "common.h"
+#include "kvlab/path_checks.h"
 #include "kvlab/synthetic_dump.h"
 
 namespace kvlab::cli {
@@ -58,6 +59,7 @@ std::string command_line(const SyntheticDumpParams& p, bool no_compress) {
 
 void run(const SynthArgs& a) {
   using clock = std::chrono::steady_clock;
+  check_outputs_not_inputs({{"--out", a.out}}, {});  // no inputs; refuses a directory
   const SyntheticDump gen(params_of(a));
   DumpInfo info = gen.info();
   info.source = command_line(gen.params(), a.no_compress) + " (" + info.source + ")";
@@ -111,14 +113,16 @@ static void add_synth(CLI::App& app) {
   a->cmd = c;
   c->add_option("--preset", a->preset, "model shape: " + synthetic_preset_choices())->required();
   add_out_option(c, a->out, "output dump (.h5)")->required();
-  c->add_option("--tokens", a->tokens, "tokens T (preset: 4096; tiny 256)");
-  c->add_option("--layers", a->layers, "layers (preset's by default)");
-  c->add_option("--q-heads", a->q_heads, "query heads (preset's by default)");
-  c->add_option("--kv-heads", a->kv_heads, "KV heads (preset's by default)");
-  c->add_option("--head-dim", a->head_dim, "head dim D (preset's by default)");
-  c->add_option("--rope-theta", a->rope_theta, "RoPE base (preset's by default)");
+  c->add_option("--tokens", a->tokens, "tokens T (preset: 4096; tiny 256)")->check(int_range(1));
+  c->add_option("--layers", a->layers, "layers (preset's by default)")->check(int_range(1));
+  c->add_option("--q-heads", a->q_heads, "query heads (preset's by default)")->check(int_range(1));
+  c->add_option("--kv-heads", a->kv_heads, "KV heads (preset's by default)")->check(int_range(1));
+  c->add_option("--head-dim", a->head_dim, "head dim D (preset's by default)")->check(int_range(1));
+  c->add_option("--rope-theta", a->rope_theta, "RoPE base (preset's by default)")
+      ->check(real_range(0, std::numeric_limits<double>::max(), true));
   c->add_option("--rope-style", a->rope_style, "adjacent (default), halves or none");
   c->add_option("--sink-tokens", a->sink_tokens, "leading tokens shaped as attention sinks")
+      ->check(int_range(0))
       ->capture_default_str();
   c->add_option("--seed", a->seed, "generator seed: same seed and settings, same bytes")
       ->capture_default_str();

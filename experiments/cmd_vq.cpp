@@ -11,6 +11,7 @@
 #include "common.h"
 #include "kvlab/codebook_file.h"
 #include "kvlab/dump.h"
+#include "kvlab/path_checks.h"
 #include "kvlab/selection.h"
 #include "kvlab/vq.h"
 #include "kvlab/vq_reorder.h"
@@ -101,6 +102,7 @@ void train(const TrainArgs& a) {
   check_device(a.device);
   const auto t0 = std::chrono::steady_clock::now();
   const std::string path = a.dump.empty() ? default_dump_path() : a.dump;
+  check_outputs_not_inputs({{"--out", a.out}}, {{"DUMP", path}});
   auto reader = open_dump(path);
   const DumpInfo& info = reader->info();
   const VQSpec spec = parse_vq_spec(a.spec);
@@ -169,8 +171,14 @@ struct ReorderArgs {
 
 void reorder(const ReorderArgs& a) {
   check_device(a.device);
-  CodebookFile f = read_codebook_file(a.file);
   const std::string path = a.dump.empty() ? default_dump_path() : a.dump;
+  check_input_file({"codebooks", a.file});
+  // Without --out the codebook file is rewritten in place (read whole first, replaced
+  // atomically); an explicit --out never names an input.
+  std::vector<NamedPath> inputs = {{"--dump", path}};
+  if (!a.out.empty()) inputs.push_back({"codebooks", a.file});
+  check_outputs_not_inputs({{"--out", a.out.empty() ? a.file : a.out}}, inputs);
+  CodebookFile f = read_codebook_file(a.file);
   auto reader = open_dump(path);
   const DumpInfo& info = reader->info();
   check_codebooks_match(f, a.file, info.num_layers, info.num_kv_heads, info.head_dim, path);
@@ -237,7 +245,7 @@ static void add_vq(CLI::App& app) {
   add_dump_arg(c, t->dump, "KV dump (default: the shipped stories260K dump)");
   c->add_option("--spec", t->spec, "CQ-<c>c<b>b or VQ<v,b,r>")->capture_default_str();
   c->add_option("--role", t->role, "k, v or kv")->capture_default_str();
-  c->add_option("--iters", t->iters, "k-means iterations")->capture_default_str();
+  c->add_option("--iters", t->iters, "k-means iterations")->check(int_range(0))->capture_default_str();
   c->add_option("--init", t->init, enum_list<KMeansInit>(", ", " or "))->capture_default_str();
   c->add_option("--seed", t->seed, "k-means seed")->capture_default_str();
   add_layers_option(c, t->layers);
@@ -250,8 +258,12 @@ static void add_vq(CLI::App& app) {
                                "Sort codebook entries by use on a dump; report hot entries and cache levels");
   o->add_option("codebooks", r->file, "codebook file from kvlab vq train")->required();
   o->add_option("--dump", r->dump, "dump to count uses on (default: the shipped dump)");
-  o->add_option("--reg-bytes", r->reg_bytes, "register budget per codebook, bytes")->required();
-  o->add_option("--smem-bytes", r->smem_bytes, "shared-memory budget per codebook, bytes")->required();
+  o->add_option("--reg-bytes", r->reg_bytes, "register budget per codebook, bytes")
+      ->check(int_range(0))
+      ->required();
+  o->add_option("--smem-bytes", r->smem_bytes, "shared-memory budget per codebook, bytes")
+      ->check(int_range(0))
+      ->required();
   o->add_option("--device", r->device, "cpu, or cuda: entry counts on the GPU, same counts")
       ->capture_default_str();
   add_out_option(o, r->out, "output file (default: rewrite the input)");

@@ -16,7 +16,10 @@ std::vector<std::pair<std::string, std::string>> split_pairs(const std::string& 
     const size_t eq = item.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == item.size())
       throw std::invalid_argument(what + " '" + s + "': item '" + item + "' is not of the form key=value");
-    out.emplace_back(item.substr(0, eq), item.substr(eq + 1));
+    const std::string key = item.substr(0, eq);
+    for (const auto& [k, v] : out)
+      if (k == key) throw std::invalid_argument(what + " '" + s + "': key '" + key + "' is given twice");
+    out.emplace_back(key, item.substr(eq + 1));
     start = end + 1;
   }
   return out;
@@ -35,6 +38,17 @@ double parse_double(const std::string& v, const std::string& key) {
   auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
   if (ec != std::errc() || p != v.data() + v.size())
     throw std::invalid_argument(key + "='" + v + "' is not a number");
+  return out;
+}
+
+int64_t parse_count(const std::string& v, const std::string& key) {
+  int64_t out = 0;
+  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
+  if (!v.empty() && v[0] == '-' && ec == std::errc() && p == v.data() + v.size())
+    throw std::invalid_argument(key + "='" + v + "' is negative");
+  if (ec == std::errc::result_out_of_range) throw std::invalid_argument(key + "='" + v + "' is too large");
+  if (v.empty() || ec != std::errc() || p != v.data() + v.size())
+    throw std::invalid_argument(key + "='" + v + "' is not a non-negative integer");
   return out;
 }
 

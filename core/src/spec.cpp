@@ -8,6 +8,13 @@ namespace kvlab {
 
 int boost_count(int D, double ratio) { return (int)(D * ratio + 1e-6); }
 
+int parse_group_size(const std::string& v, const std::string& key) {
+  if (v == "all") return kWholeAxis;
+  const int g = text::parse_int(v, key);
+  if (g < 1) throw std::invalid_argument(key + "=" + v + " must be >= 1 (or 'all' for the whole axis)");
+  return g;
+}
+
 void validate(const QuantizerSpec& s) {
   auto fail = [&](const std::string& why) {
     throw std::invalid_argument("quantizer spec '" + to_string(s) + "': " + why);
@@ -45,7 +52,7 @@ QuantizerSpec parse_quantizer(const std::string& str) {
     else if (key == "axis")
       s.axis = parse_enum<Axis>(v, key);
     else if (key == "group")
-      s.group = v == "all" ? kWholeAxis : text::parse_int(v, key);
+      s.group = parse_group_size(v, key);
     else if (key == "params") {
       s.params = parse_enum<ParamType>(v, key);
       params_set = true;

@@ -14,7 +14,11 @@ void run_group(const GroupJob& g, GroupResult& result, float* out_o, AttentionTi
     throw std::invalid_argument("attention tiles must be >= 1 (query_tile " +
                                 std::to_string(g.tiles.query_tile) + ", key_tile " +
                                 std::to_string(g.tiles.key_tile) + ")");
-  const int64_t Bq = g.tiles.query_tile, tiles = (g.N + Bq - 1) / Bq, H = g.heads, D = g.D;
+  // Tiles larger than the queries or keys there are change nothing but the buffers they size
+  // (--key-tile 2^62 would overflow them): cap them.
+  const int64_t max_keys = g.N > 0 ? g.pos[g.N - 1] + 1 : 1;
+  const int64_t Bq = std::min(g.tiles.query_tile, std::max<int64_t>(g.N, 1)), tiles = (g.N + Bq - 1) / Bq,
+                H = g.heads, D = g.D;
   const int M = (int)g.methods.size();
   std::vector<TileResult> parts(tiles);
 #pragma omp parallel
@@ -44,7 +48,7 @@ void run_group(const GroupJob& g, GroupResult& result, float* out_o, AttentionTi
       job.v = g.v;
       job.methods = g.methods.data();
       job.M = M;
-      job.key_tile = g.tiles.key_tile;
+      job.key_tile = std::min(g.tiles.key_tile, max_keys);
       if (out_o) o.resize(B * D);
       kernel.run(job, parts[tile], out_o ? o.data() : nullptr, times ? &local : nullptr);
       if (out_o)

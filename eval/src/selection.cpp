@@ -70,6 +70,8 @@ std::vector<int64_t> select_queries(const QuerySelection& q, int64_t tokens) {
 }
 
 LayerRange parse_layers(const std::string& text) {
+  if (!text.empty() && text[0] == '-')
+    throw std::invalid_argument("--layers '" + text + "': layers are numbered from 0; write a or a-b");
   const size_t dash = text.find('-');
   LayerRange r;
   r.first = parse_count(text.substr(0, dash), "--layers", text);

@@ -1,9 +1,16 @@
 // `validate` and `bench`: the one declaration of the GPU command line (gpu_commands.h).
 #include "gpu_commands.h"
 
+#include <sys/stat.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <stdexcept>
+
+#include "kvlab/kv_text.h"
+#include "kvlab/sizes.h"
 
 namespace kvlab::gpu {
 
@@ -18,19 +25,22 @@ NamedData read_raw(const std::string& arg) {
   const std::string path = arg.substr(b + 1);
   for (size_t p = 0; p < dims.size();) {
     const size_t q = dims.find(',', p);
-    d.shape.push_back(std::stoll(dims.substr(p, q - p)));
+    d.shape.push_back(text::parse_count(dims.substr(p, q - p), "--raw " + d.name + " dimension"));
     p = q == std::string::npos ? dims.size() : q + 1;
   }
   int64_t n = 1;
-  for (int64_t x : d.shape) n *= x;
+  for (int64_t x : d.shape) n = checked_product({n, x, 4}, "--raw " + arg + ": the shape in bytes") / 4;
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0)
+    throw std::runtime_error("--raw: cannot open '" + path + "': " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode) || st.st_size != n * 4)  // checked before allocating n floats
+    throw std::runtime_error("--raw: " + path + " does not hold " + std::to_string(n) + " float32 values");
   d.values.resize(n);
   std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) throw std::runtime_error("--raw: cannot open " + path);
+  if (!f) throw std::runtime_error("--raw: cannot open '" + path + "': " + std::strerror(errno));
   const size_t got = std::fread(d.values.data(), 4, n, f);
-  const bool extra = std::fgetc(f) != EOF;
   std::fclose(f);
-  if ((int64_t)got != n || extra)
-    throw std::runtime_error("--raw: " + path + " does not hold " + std::to_string(n) + " float32 values");
+  if ((int64_t)got != n) throw std::runtime_error("--raw: cannot read " + path + ": " + std::strerror(errno));
   return d;
 }
 

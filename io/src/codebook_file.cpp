@@ -3,11 +3,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <stdexcept>
 
 #include "h5_util.h"
 #include "isolate.h"
+#include "kvlab/temp_file.h"
 
 namespace kvlab {
 
@@ -77,11 +79,11 @@ std::vector<T> read_dataset(hid_t file, const std::string& name, hid_t mem_type,
 
 void write_codebook_file(const std::string& path, const CodebookFile& f) {
   h5::silence_errors();
-  const std::string tmp = path + ".tmp." + std::to_string(getpid());
   const std::string where = "'" + path + "'";
-  try {
-    Id file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
-    if (!file.valid()) throw std::runtime_error("cannot create " + where);
+  TempFile tmp(path);
+  {
+    Id file(H5Fcreate(tmp.tmp().c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
+    if (!file.valid()) throw std::runtime_error("cannot create '" + tmp.tmp() + "' (HDF5)");
     const hid_t r = file.get();
     h5::write_attr(r, "format", std::string(kFormat));
     h5::write_attr(r, "version", (int64_t)1);
@@ -108,15 +110,10 @@ void write_codebook_file(const std::string& path, const CodebookFile& f) {
         write_dataset(r, f.roles[i] + "/usage", H5T_NATIVE_INT64, H5T_STD_I64LE,
                       {f.num_layers, f.num_kv_heads, f.stages, f.groups(), K}, f.usage[i].data(), where);
     }
-    if (H5Fflush(r, H5F_SCOPE_GLOBAL) < 0) throw std::runtime_error("cannot flush " + where);
-  } catch (...) {
-    std::remove(tmp.c_str());
-    throw;
+    errno = 0;
+    if (H5Fclose(file.release()) < 0) throw_os_error("cannot finish writing '" + tmp.tmp() + "'");
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw std::runtime_error("cannot finish writing " + where);
-  }
+  tmp.commit();
 }
 
 std::string vq_spec_text(int64_t vec, int64_t bits, int64_t stages) {

@@ -2,8 +2,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <set>
 #include <stdexcept>
 #include <utility>
@@ -14,13 +16,15 @@
 #include "h5_chunks.h"
 #include "h5_util.h"
 #include "kvlab/dump.h"
+#include "kvlab/temp_file.h"
 
 namespace kvlab {
 
 using h5::Id;
 
 struct DumpWriter::Impl {
-  std::string path, tmp;
+  std::string path;
+  std::unique_ptr<TempFile> tmp;
   DumpInfo info;
   DumpWriteOptions options;
   Id file;
@@ -79,8 +83,9 @@ void DumpWriter::Impl::write_dataset(const std::string& name, const void* data, 
   Id ds(H5Dcreate2(file.get(), name.c_str(), type, space.get(), lcpl.get(), dcpl.get(), H5P_DEFAULT));
   if (!ds.valid()) fail("cannot create dataset " + name);
   if (!options.compress) {
+    errno = 0;
     if (H5Dwrite(ds.get(), type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
-      fail("cannot write dataset " + name);
+      throw_os_error(path + ": cannot write dataset " + name);
   } else {
     // Encode every chunk in parallel, then hand them to HDF5 in order (it is not thread-safe).
     const int elem = (int)H5Tget_size(type);
@@ -105,8 +110,9 @@ void DumpWriter::Impl::write_dataset(const std::string& name, const void* data, 
     if (!error.empty()) fail(name + ": " + error);
     for (int64_t i = 0; i < n; ++i) {
       const hsize_t offset[3] = {(hsize_t)(i / per_head), (hsize_t)((i % per_head) * ct), 0};
+      errno = 0;
       if (H5Dwrite_chunk(ds.get(), H5P_DEFAULT, masks[i], offset, encoded[i].size(), encoded[i].data()) < 0)
-        fail("cannot write a chunk of " + name + " (disk full?)");
+        throw_os_error(path + ": cannot write a chunk of " + name);
     }
   }
   h5::write_attr(ds.get(), "dtype", std::string(to_string(info.dtype)));
@@ -116,7 +122,6 @@ DumpWriter::DumpWriter(const std::string& path, const DumpInfo& info, DumpWriteO
     : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   m.path = path;
-  m.tmp = path + ".tmp." + std::to_string(getpid());
   m.info = info;
   m.options = options;
   info.validate(path);
@@ -124,16 +129,15 @@ DumpWriter::DumpWriter(const std::string& path, const DumpInfo& info, DumpWriteO
     throw std::invalid_argument(path + ": chunk_tokens must be positive, got " +
                                 std::to_string(options.chunk_tokens));
   h5::silence_errors();
-  m.file = Id(H5Fcreate(m.tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
-  if (!m.file.valid()) throw std::runtime_error("cannot create '" + m.tmp + "' (for " + path + ")");
+  m.tmp = std::make_unique<TempFile>(path);
+  m.file = Id(H5Fcreate(m.tmp->tmp().c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
+  if (!m.file.valid())
+    throw std::runtime_error("cannot create '" + m.tmp->tmp() + "' (HDF5, for " + path + ")");
   m.write_root_attributes();
 }
 
 DumpWriter::~DumpWriter() {
-  if (impl_ && !impl_->committed) {
-    impl_->file.reset();
-    std::remove(impl_->tmp.c_str());
-  }
+  if (impl_) impl_->file.reset();  // closed before its TempFile removes it
 }
 
 void DumpWriter::write(int64_t layer, Role role, const TensorView& x) {
@@ -193,11 +197,10 @@ void DumpWriter::commit() {
     for (Role r : roles)
       if (!m.written.count({l, r}))
         m.fail("cannot commit: " + detail::dataset_path(l, r) + " was never written");
-  if (H5Fclose(m.file.release()) < 0) m.fail("closing '" + m.tmp + "' failed (disk full?)");
-  if (std::rename(m.tmp.c_str(), m.path.c_str()) != 0) {
-    std::remove(m.tmp.c_str());
-    m.fail("cannot rename '" + m.tmp + "' into place");
-  }
+  errno = 0;
+  if (H5Fclose(m.file.release()) < 0)
+    throw_os_error(m.path + ": cannot finish writing '" + m.tmp->tmp() + "'");
+  m.tmp->commit();
   m.committed = true;
 }
 

@@ -8,8 +8,8 @@
 #include <iterator>
 #include <stdexcept>
 
-#include "atomic_file.h"
 #include "checked.h"
+#include "kvlab/atomic_file.h"
 
 namespace kvlab {
 
@@ -197,7 +197,7 @@ std::vector<uint8_t> npy_bytes(const NpyArray& a) {
 
 void write_npy(const std::string& path, const NpyArray& a) {
   const auto bytes = npy_bytes(a);
-  detail::AtomicFile f(path);
+  AtomicFile f(path);
   f.write(bytes.data(), bytes.size());
   f.commit();
 }
@@ -237,7 +237,7 @@ TensorView as_tensor(const NpyArray& a, const std::string& path) {
 void write_npz(const std::string& path, const std::vector<std::pair<std::string, NpyArray>>& arrays) {
   std::vector<uint8_t> central;
   uint64_t offset = 0;
-  detail::AtomicFile f(path);
+  AtomicFile f(path);
   auto put16 = [](std::vector<uint8_t>& b, uint32_t v) {
     b.push_back(v & 0xff);
     b.push_back((v >> 8) & 0xff);

@@ -13,7 +13,10 @@ Sampler::Sampler(float temperature, float top_p, uint64_t seed)
   if (!(temperature >= 0.0f) || !std::isfinite(temperature))
     throw std::invalid_argument("temperature must be a finite number >= 0, got " +
                                 std::to_string(temperature));
-  if (!std::isfinite(top_p)) throw std::invalid_argument("top_p must be finite");
+  // run.c samples the full distribution for any top_p outside (0, 1); a typo like -0.5 would
+  // then pass silently, so only (0, 1] is accepted (1: off).
+  if (!(top_p > 0.0f && top_p <= 1.0f))
+    throw std::invalid_argument("top_p must be in (0, 1] (1: off), got " + std::to_string(top_p));
   // xorshift stays at zero forever from a zero state.
   if (seed == 0) throw std::invalid_argument("seed must be nonzero");
 }

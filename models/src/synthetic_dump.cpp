@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "kvlab/half_rows.h"
+#include "kvlab/sizes.h"
 #include "synthetic_model.h"
 #include "synthetic_rng.h"
 
@@ -152,6 +153,14 @@ SyntheticDump::SyntheticDump(const SyntheticDumpParams& p) : p_(p), name_("synth
   if (p.sink_tokens < 0)
     throw std::invalid_argument("synthetic dump '" + p.preset + "': sink_tokens must be >= 0, got " +
                                 std::to_string(p.sink_tokens));
+  // A layer's q is the largest tensor made at once (as fp32 when read); its size and the whole
+  // dump's must be sizes, not wrapped-around numbers.
+  const std::string where = "synthetic dump '" + p.preset + "'";
+  checked_product({p.layers, p.q_heads, p.tokens, p.head_dim, 2},
+                  where + ": layers x q heads x tokens x head_dim x 2 bytes");
+  checked_product({p.layers, p.kv_heads, p.tokens, p.head_dim, 6},
+                  where + ": layers x kv heads x tokens x head_dim x 6 bytes");
+  check_fits_memory(checked_product({p.q_heads, p.tokens, p.head_dim}, where), 4, where + ": one layer's q");
 }
 
 SyntheticDump::~SyntheticDump() = default;

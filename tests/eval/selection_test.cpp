@@ -70,6 +70,24 @@ TEST(Layers, ParseResolveAndErrors) {
             std::string::npos);
 }
 
+// One strict parser for every --layers (eval, sensitivity, boost-sweep, vq train, info):
+// trailing junk, lists and negatives are errors, never a silently different layer.
+TEST(Layers, TrailingJunkListsAndNegativesAreErrors) {
+  EXPECT_NE(error_of([] {
+              kvlab::parse_layers("1,2");
+            }).find("--layers '1,2': '1,2' is not a non-negative integer"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { kvlab::parse_layers("2abc"); }).find("--layers '2abc'"), std::string::npos);
+  EXPECT_NE(error_of([] { kvlab::parse_layers("0-1x"); }).find("'1x' is not a non-negative integer"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { kvlab::parse_layers("-1"); }).find("layers are numbered from 0"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { kvlab::parse_layers("1-2-3"); }).find("--layers '1-2-3'"), std::string::npos);
+  EXPECT_NE(error_of([] { kvlab::parse_layers("99999999999999999999"); }).find("not a non-negative integer"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { kvlab::parse_layers(""); }).find("--layers ''"), std::string::npos);
+}
+
 TEST(MethodList, SpecsKeepTheirCommas) {
   using V = std::vector<std::string>;
   EXPECT_EQ(kvlab::split_method_list("kivi-2"), V{"kivi-2"});

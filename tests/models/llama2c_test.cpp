@@ -415,4 +415,13 @@ TEST(Llama2cModelFile, MissingAndNonsenseHeaders) {
   EXPECT_THAT(error_of([&] { load_llama2c(tiny.path); }), HasSubstr("shorter than the 28-byte"));
 }
 
+// run.c treats any top_p outside (0, 1) as "off"; kvlab accepts (0, 1] only, so a typo such as
+// -0.5 is an error instead of silently sampling the full distribution.
+TEST(Llama2cSampler, TopPOutsideZeroToOneIsAnError) {
+  for (float p : {-0.5f, 0.0f, 1.5f, NAN})
+    EXPECT_THROW(kvlab::Llama2cSampler(1.0f, p, 42), std::invalid_argument) << p;
+  EXPECT_NO_THROW(kvlab::Llama2cSampler(1.0f, 1.0f, 42));
+  EXPECT_NO_THROW(kvlab::Llama2cSampler(1.0f, 0.9f, 42));
+}
+
 }  // namespace

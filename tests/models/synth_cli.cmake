@@ -54,6 +54,6 @@ endif()
 
 kvlab_fails("unknown synthetic preset 'nope' \\(valid: llama3-8b" synth --preset nope --out ${DIR}/x.h5)
 kvlab_fails("not a multiple of num_kv_heads" synth --preset tiny --q-heads 3 --out ${DIR}/x.h5)
-kvlab_fails("tokens must be positive" synth --preset tiny --tokens 0 --out ${DIR}/x.h5)
-kvlab_fails("the dump has layers 0-1" info ${dump} --layers 1-5)
+kvlab_fails("--tokens: 0 is outside 1 to" synth --preset tiny --tokens 0 --out ${DIR}/x.h5)
+kvlab_fails("out of range; the dump has 2 layers \\(0-1\\)" info ${dump} --layers 1-5)
 file(REMOVE ${dump})

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kvlab/kmeans.h"
+#include "kvlab/vq.h"
 
 namespace {
 
@@ -95,6 +96,26 @@ TEST(KMeansBadInput, DuplicatePointsStillGiveKCentroids) {
     EXPECT_EQ(r.centroids.size(), 4u);
     EXPECT_LT(r.objective, 1e-9);  // splits nudge copies by 1/1024 of the value
   }
+}
+
+// Sizes from user numbers: k x max_points_per_centroid past int64 means "no sampling", not a
+// wrapped-around sample size (it was SIGFPE); n x d past int64 is a named error.
+TEST(KMeansBadInput, HugeSizesDoNotWrapAround) {
+  kvlab::KMeansParams p;
+  p.k = 2;
+  p.iters = 3;
+  p.max_points_per_centroid = int64_t(1) << 62;
+  kvlab::KMeansParams all = p;
+  all.max_points_per_centroid = 0;
+  EXPECT_EQ(kvlab::kmeans(x.data(), 4, 2, p).centroids, kvlab::kmeans(x.data(), 4, 2, all).centroids);
+  expect_error([&] { kvlab::kmeans(x.data(), int64_t(1) << 40, int64_t(1) << 40, p); }, "overflows");
+  expect_error([&] { kvlab::kmeans(nullptr, 4, 2, p); }, "no data");
+}
+
+// Spec numbers too large for int are named errors (std::stoi threw "stoi").
+TEST(KMeansBadInput, VqSpecNumbersOutOfRangeAreNamed) {
+  expect_error([] { kvlab::parse_vq_spec("CQ-99999999999c8b"); }, "vq spec vector size='99999999999'");
+  expect_error([] { kvlab::parse_vq_spec("VQ<4,8,99999999999>"); }, "vq spec stages='99999999999'");
 }
 
 }  // namespace

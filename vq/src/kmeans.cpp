@@ -13,6 +13,7 @@
 #include "kmeans_assign.h"
 #include "kmeans_init.h"
 #include "kmeans_prune.h"
+#include "kvlab/sizes.h"
 #include "kvlab/threads.h"
 
 namespace kvlab {
@@ -45,7 +46,10 @@ void validate(const float* x, int64_t n, int64_t d, const KMeansParams& p, const
   if (p.iters < 0) bad("iters must be >= 0, got " + std::to_string(p.iters));
   if (p.restarts < 1) bad("restarts must be >= 1, got " + std::to_string(p.restarts));
   if (p.max_points_per_centroid < 0) bad("max_points_per_centroid must be >= 0");
-  if (!x) bad("x is null");
+  // Sizes the run allocates from (n, d, k): none may wrap around.
+  checked_product({n, d}, "kmeans: points x dimension (n x d)");
+  checked_product({p.k, d + 2, 8}, "kmeans: centroid sums (k x (d + 2) doubles)");
+  if (!x) bad("no data (x is a null pointer)");
   check_finite(x, n * d, "x (data)");
   if (init) check_finite(init, p.k * d, "init (starting centroids)");
   if (w) {
@@ -250,9 +254,12 @@ KMeansResult kmeans(const float* x, int64_t n, int64_t d, const KMeansParams& p,
   const float* tx = x;
   const float* tw = w;
   int64_t tn = n;
-  if (p.max_points_per_centroid > 0 && n > p.k * p.max_points_per_centroid) {
+  // k x max_points_per_centroid may exceed int64 (--max-points-per-centroid 2^62): no sample then.
+  int64_t sample = 0;
+  if (p.max_points_per_centroid > 0 && !__builtin_mul_overflow(p.k, p.max_points_per_centroid, &sample) &&
+      n > sample) {
     std::mt19937_64 rng(p.seed ^ 0x5bd1e995u);
-    auto idx = detail::sample_indices(n, p.k * p.max_points_per_centroid, rng);
+    auto idx = detail::sample_indices(n, sample, rng);
     std::sort(idx.begin(), idx.end());
     tn = idx.size();
     sx.resize(tn * d);

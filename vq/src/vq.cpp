@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "kvlab/codebook_file.h"
+#include "kvlab/kv_text.h"
 #include "kvlab/pack.h"
 
 namespace kvlab {
@@ -14,9 +15,10 @@ VQSpec parse_vq_spec(const std::string& text) {
   std::smatch m;
   VQSpec s;
   if (std::regex_match(text, m, cq))
-    s = {std::stoi(m[1]), std::stoi(m[2]), 1};
+    s = {text::parse_int(m[1], "vq spec vector size"), text::parse_int(m[2], "vq spec index bits"), 1};
   else if (std::regex_match(text, m, vq))
-    s = {std::stoi(m[1]), std::stoi(m[2]), std::stoi(m[3])};
+    s = {text::parse_int(m[1], "vq spec vector size"), text::parse_int(m[2], "vq spec index bits"),
+         text::parse_int(m[3], "vq spec stages")};
   else
     throw std::invalid_argument("vq spec '" + text +
                                 "': expected CQ-<c>c<b>b (e.g. CQ-4c8b) or VQ<v,b,r> (e.g. VQ<4,8,1>)");

@@ -47,6 +47,7 @@ class VqMethod final : public Method {
     const double b = vq_bits_per_element(vq_, T, D);
     return {b, b};
   }
+  std::vector<std::string> files() const override { return {path_}; }
   void check_model(const ModelShape& s) const override {
     check_codebooks_match(*file_, path_, s.num_layers, s.num_kv_heads, s.head_dim, "");
   }

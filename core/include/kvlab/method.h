@@ -86,6 +86,8 @@ class Method {
   virtual std::optional<QuantizerSpec> value_quantizer() const { return std::nullopt; }
   // The parameters of a uniform family's method; null for other families.
   virtual const UniformParams* uniform() const { return nullptr; }
+  // Files the method reads (vq: its codebook file), so a command never writes over them.
+  virtual std::vector<std::string> files() const { return {}; }
 };
 using MethodPtr = std::shared_ptr<const Method>;
 

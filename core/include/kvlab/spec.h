@@ -30,6 +30,9 @@ struct EnumNames<Profile> {
 };
 
 constexpr int kWholeAxis = -1;  // group size meaning "the whole grouped axis"
+// A spec's group value: "all" (kWholeAxis) or a whole number >= 1; "-1" is an error naming the
+// key, not a silent "all".
+int parse_group_size(const std::string& v, const std::string& key);
 
 struct QuantizerSpec {
   Scheme scheme = Scheme::Asym;       // asym min/max (KIVI, Kitty) or sym absmax (INT8 scheme)

@@ -63,9 +63,6 @@ Schedule sink_and_residual(const UniformParams& p, int64_t T) {
 namespace {
 
 std::string group_text(int g) { return g == kWholeAxis ? "all" : std::to_string(g); }
-int parse_group(const std::string& v, const std::string& key) {
-  return v == "all" ? kWholeAxis : text::parse_int(v, key);
-}
 
 // rot=none | hadamard | hadamard:SEED (hadamard alone: seed 0)
 int parse_rot(const std::string& v, const std::string& key) {
@@ -99,10 +96,10 @@ constexpr KeyRule kKeys[] = {
      [](UniformParams& p, const std::string& v, const std::string& k) { p.vbits = text::parse_int(v, k); },
      [](const UniformParams& p) { return std::to_string(p.vbits); }},
     {"group",
-     [](UniformParams& p, const std::string& v, const std::string& k) { p.group = parse_group(v, k); },
+     [](UniformParams& p, const std::string& v, const std::string& k) { p.group = parse_group_size(v, k); },
      [](const UniformParams& p) { return group_text(p.group); }},
     {"vgroup",
-     [](UniformParams& p, const std::string& v, const std::string& k) { p.vgroup = parse_group(v, k); },
+     [](UniformParams& p, const std::string& v, const std::string& k) { p.vgroup = parse_group_size(v, k); },
      [](const UniformParams& p) { return group_text(p.vgroup); }},
     {"sink",
      [](UniformParams& p, const std::string& v, const std::string& k) { p.sink = text::parse_int(v, k); },
