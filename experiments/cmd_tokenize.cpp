@@ -5,11 +5,13 @@
 #include <cstdio>
 #include <filesystem>
 #include <stdexcept>
+#include <vector>
 
 #include "cli_options.h"
 #include "cmd_eval_output.h"
 #include "common.h"
 #include "kvlab/hf_tokenizer.h"
+#include "kvlab/path_checks.h"
 #include "text_input.h"
 
 namespace kvlab::cli {
@@ -32,6 +34,11 @@ void write_text(const std::string& path, const std::string& s) {
 void run(const TokenizeArgs& a) {
   const std::string path =
       !a.tokenizer.empty() ? a.tokenizer : (std::filesystem::path(a.model) / "tokenizer.json").string();
+  std::vector<NamedPath> inputs = {{a.tokenizer.empty() ? "--model" : "--tokenizer", path}};
+  if (!a.prompt_file.empty()) inputs.push_back({"--prompt-file", a.prompt_file});
+  if (!a.tokens_file.empty()) inputs.push_back({"--tokens", a.tokens_file});
+  for (const NamedPath& in : inputs) check_input_file(in);
+  if (!a.out.empty()) check_outputs_not_inputs({{"--out", a.out}}, inputs);
   const HfTokenizer tok(path);
   if (!a.tokens_file.empty()) {
     write_text(a.out, tok.decode(read_token_file(a.tokens_file)));

@@ -36,6 +36,9 @@ if(EXISTS ${model})
   file(WRITE ${DIR}/big_ids.txt "1 512")
   kvlab_fails("token 512 at position 1 outside the vocabulary \\[0, 512\\)" dump --llama2c ${model} --tokens
               ${DIR}/big_ids.txt --out ${DIR}/x.h5)
+  # No output may be one of the inputs (compared by inode): --logits over the token file.
+  kvlab_fails("--logits '.*ids.txt' is the same file as the input --tokens" dump --llama2c ${model} --tokens ${DIR}/ids.txt
+              --steps 0 --logits ${DIR}/ids.txt --out ${DIR}/x.h5)
   file(REMOVE ${DIR}/ids.h5 ${DIR}/logits.npy)
 endif()
 kvlab_fails("give --llama2c MODEL.bin or --model DIR" dump --prompt hi)
@@ -46,3 +49,10 @@ kvlab_fails("empty_model/config.json': not found" dump --model ${DIR}/empty_mode
 file(WRITE ${DIR}/not_a_tokenizer.json "{\"model\": {\"type\": \"WordPiece\"}}")
 kvlab_fails("not_a_tokenizer.json': pre_tokenizer is null" tokenize --tokenizer ${DIR}/not_a_tokenizer.json --prompt hi)
 kvlab_fails("give --model DIR or --tokenizer FILE" tokenize --prompt hi)
+file(WRITE ${DIR}/prompt.txt "hello")
+kvlab_fails("--out '.*prompt.txt' is the same file as the input --prompt-file" tokenize --tokenizer ${DIR}/not_a_tokenizer.json
+            --prompt-file ${DIR}/prompt.txt --out ${DIR}/prompt.txt)
+file(READ ${DIR}/prompt.txt kept)
+if(NOT kept STREQUAL "hello")
+  message(FATAL_ERROR "tokenize changed its own input: '${kept}'")
+endif()
