@@ -11,6 +11,7 @@
 
 #include "kvlab/kv_text.h"
 #include "kvlab/sizes.h"
+#include "kvlab_gpu/attention.h"
 
 namespace kvlab::gpu {
 
@@ -144,11 +145,68 @@ void add_bench(CLI::App& parent, const std::string& prog) {
   });
 }
 
+void add_attend_validate(CLI::App& parent, const std::string& prog) {
+  auto opt = std::make_shared<AttnValidateOptions>();
+  auto* v =
+      parent.add_subcommand("attend-validate",
+                            "Decode attention on packed caches vs the fp64 reference over core's K_hat/V_hat "
+                            "(error bound), and the "
+                            "kernel's dequantized values vs core's, byte for byte; exit 1 on a failure");
+  v->add_option("--method", opt->methods,
+                "method preset or spec (repeatable; default: fp16 int8 kivi-4 kivi-2 "
+                "kivi-2-sink kitty)")
+      ->allow_extra_args(false);
+  v->add_flag("--small", opt->small, "short sequences only (for compute-sanitizer runs)");
+  v->add_option("--seed", opt->seed, "data seed")->capture_default_str();
+  v->callback([opt, prog] {
+    require_device(prog, "attend-validate");
+    run_or_exit(prog, "attend-validate", [&] {
+      std::printf("device: %s\n", device_name().c_str());
+      const auto rows = validate_attention(*opt);
+      print_attention_validation(rows, stdout);
+      for (const auto& r : rows)
+        if (!r.ok()) throw CLI::RuntimeError(kExitMismatch);
+    });
+  });
+}
+
+void add_attend_bench(CLI::App& parent, const std::string& prog) {
+  auto opt = std::make_shared<AttnBenchOptions>();
+  auto* b =
+      parent.add_subcommand("attend-bench",
+                            "Decode attention on packed caches: time, bandwidth of the cache's bytes vs "
+                            "cudaMemcpy D2D, and kvlab's dequantize time (scripts/attend_sdpa.py adds SDPA)");
+  b->add_option("--method", opt->methods,
+                "method preset or spec (repeatable; default: fp16 int8 kivi-4 kivi-2 kitty)")
+      ->allow_extra_args(false);
+  b->add_option("--batch", opt->batches, "batch sizes")
+      ->capture_default_str()
+      ->allow_extra_args(false)
+      ->delimiter(',');
+  b->add_option("--length", opt->lengths, "tokens per sequence")
+      ->capture_default_str()
+      ->allow_extra_args(false)
+      ->delimiter(',');
+  b->add_option("--q-heads", opt->Hq, "query heads")->capture_default_str()->check(CLI::Range(1, 1024));
+  b->add_option("--kv-heads", opt->Hkv, "KV heads")->capture_default_str()->check(CLI::Range(1, 1024));
+  b->add_option("--head-dim", opt->D, "head dim (64 or 128)")->capture_default_str();
+  b->add_option("--reps", opt->reps, "timed runs (median)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  b->add_option("--csv", opt->csv, "also write the rows as CSV");
+  b->callback([opt, prog] {
+    require_device(prog, "attend-bench");
+    run_or_exit(prog, "attend-bench", [&] { attend_bench(*opt, stdout); });
+  });
+}
+
 }  // namespace
 
 void add_gpu_commands(CLI::App& parent, const std::string& prog, const GpuCommandExtras& extras) {
   add_validate(parent, prog, extras);
   add_bench(parent, prog);
+  add_attend_validate(parent, prog);
+  add_attend_bench(parent, prog);
 }
 
 }  // namespace kvlab::gpu

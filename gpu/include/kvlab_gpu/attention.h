@@ -1,0 +1,99 @@
+// Decode attention on the GPU over kvlab's packed caches (one new query token per sequence, GQA,
+// per-sequence lengths), its validation against an fp64 CPU reference over core's K_hat / V_hat,
+// and its benchmark. The cache layout is docs/FORMATS.md section 9.
+#pragma once
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kvlab/method.h"
+#include "kvlab/tensor.h"
+
+namespace kvlab::gpu {
+
+// B sequences on the device in one method's cache: sink and residual tokens in fp16, the rest
+// packed as core's quantize writes it. Built by make_decode_cache (from host data, through core)
+// or make_random_decode_cache (GPU quantize of random fp16 data, for the benchmark).
+class DecodeCache {
+ public:
+  struct Impl;
+  explicit DecodeCache(std::unique_ptr<Impl> impl);
+  ~DecodeCache();
+  const Impl& impl() const { return *impl_; }
+  int batch() const;
+  int kv_heads() const;
+  int head_dim() const;
+  const std::vector<int>& lengths() const;
+  // Bytes a decode step must read: packed codes, scales, zeros, Kitty planes and index, and
+  // the fp16 sink and residual rows, of both roles.
+  int64_t bytes() const;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// The method families with decode kernels: fp16, int8, kivi (kbits = vbits = 2 or 4), kitty
+// (kbits = vbits = 2); profile kvlab. head_dim 128 (1 or 4 query heads per KV head) or 64 (4).
+// Throws std::invalid_argument naming what is not served.
+void check_decode_method(const Method& m, int64_t D);
+
+// keys[b], values[b]: (KV heads, L_b, D), fp32 or fp16. Quantizes each sequence's ranges
+// (m.schedule(L_b)) with core and uploads the bytes.
+std::unique_ptr<DecodeCache> make_decode_cache(const Method& m, const std::vector<TensorView>& keys,
+                                               const std::vector<TensorView>& values);
+// B sequences of L tokens of random fp16 data, quantized on the GPU (same bytes as core).
+std::unique_ptr<DecodeCache> make_random_decode_cache(const Method& m, int B, int Hkv, int D, int L,
+                                                      uint64_t seed);
+
+struct DecodeOptions {
+  int splits = 0;      // splits per sequence (0: enough blocks to fill the GPU)
+  bool debug = false;  // also return every K_hat / V_hat value the kernel computed
+};
+struct DecodeResult {
+  std::vector<float> out;           // (B, Hq, D)
+  std::vector<float> k_hat, v_hat;  // debug: per sequence (KV heads, L_b, D), concatenated
+  int splits = 0;
+};
+// q: (B, Hq, D) fp32 on the host.
+DecodeResult decode_attention(const DecodeCache& cache, const std::vector<float>& q, int Hq,
+                              const DecodeOptions& opt = {});
+// The splits decode_attention uses when opt.splits is 0.
+int auto_splits(const DecodeCache& cache);
+
+// fp64 reference for one sequence: q (Hq, D), k_hat, v_hat (Hkv, L, D) -> (Hq, D).
+std::vector<double> decode_reference(const float* q, const float* k_hat, const float* v_hat, int Hq, int Hkv,
+                                     int L, int D);
+// Error bound of the kernels' fp32 arithmetic for query head hq (docs/FORMATS.md section 9.3):
+// |out - ref| <= bound for every channel of that head.
+// tile_tokens: the kernel's tile (attn_tile_tokens of the key code width).
+double decode_error_bound(const float* q_head, const float* k_hat, const float* v_hat, int L, int D, int splits,
+                          int tile_tokens);
+
+struct AttnValidationRow {
+  std::string method, lengths;
+  int Hq = 0, Hkv = 0, D = 0, splits = 0;
+  int64_t hat_bytes = 0, hat_mismatches = 0;  // debug K_hat / V_hat vs Method::apply, bytes
+  double max_err = 0, max_err_over_bound = 0;
+  bool ok() const { return hat_mismatches == 0 && max_err_over_bound <= 1.0; }
+};
+struct AttnValidateOptions {
+  std::vector<std::string> methods;  // empty: fp16, int8, kivi-4, kivi-2, kivi-2-sink, kitty
+  bool small = false;                // short sequences only (compute-sanitizer runs)
+  uint64_t seed = 1;
+};
+std::vector<AttnValidationRow> validate_attention(const AttnValidateOptions& opt);
+void print_attention_validation(const std::vector<AttnValidationRow>& rows, std::FILE* out);
+
+struct AttnBenchOptions {
+  std::vector<std::string> methods;  // empty: fp16, int8, kivi-4, kivi-2, kitty
+  std::vector<int> batches{1, 8, 32};
+  std::vector<int> lengths{4096, 32768, 131072};
+  int Hq = 32, Hkv = 8, D = 128;
+  int reps = 20;
+  std::string csv;  // also write the rows here (read by scripts/attend_sdpa.py)
+};
+void attend_bench(const AttnBenchOptions& opt, std::FILE* out);
+
+}  // namespace kvlab::gpu

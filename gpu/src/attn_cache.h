@@ -1,0 +1,37 @@
+// DecodeCache's device buffers (host code of the attention files).
+#pragma once
+#include <vector>
+
+#include "api_internal.h"
+#include "attn_types.h"
+#include "kvlab_gpu/attention.h"
+
+namespace kvlab::gpu {
+
+struct DecodeCache::Impl {
+  attn::AttnKind kind;
+  int B = 0, Hkv = 0, D = 0;
+  std::vector<int> lens;
+  std::vector<DeviceQuant> packed;  // the packed key and value parts
+  std::vector<DeviceBuffer> fp16;   // the fp16 sink and residual rows
+  std::vector<attn::AttnSeq> seqs;  // host copy
+  DeviceBuffer dev_seqs;
+  int64_t bytes = 0;
+  void finish();  // upload seqs, count bytes
+};
+
+// Device buffers and arguments of one decode step (q, partials, output); run() launches it.
+struct DecodeLaunch {
+  DeviceBuffer q, out, part_o, part_ml;
+  attn::AttnArgs args;
+  int group = 0;
+  DecodeLaunch(const DecodeCache::Impl& c, int Hq, int splits);
+  void run(const DecodeCache::Impl& c, cudaStream_t s) const;  // throws when no kernel serves
+};
+
+// The kernel kind serving m (check_decode_method's rules).
+attn::AttnKind decode_kind(const Method& m, int64_t D);
+// Kernel and layout constraints on one packed part (word-aligned groups); throws naming them.
+void check_part(const attn::AttnPart& p, const attn::AttnKind& kind, bool key);
+
+}  // namespace kvlab::gpu

@@ -1,0 +1,12 @@
+// One launcher per cache kind, each in its own .cu file so the kernels compile in parallel.
+// Each returns false when no kernel was built for (D, heads per group).
+#pragma once
+#include "attn_types.h"
+
+namespace kvlab::gpu::attn {
+bool launch_fp16(int D, int group, const AttnArgs& a, int B, cudaStream_t s);
+bool launch_int8(int D, int group, const AttnArgs& a, int B, cudaStream_t s);   // channel-major K and V
+bool launch_kivi4(int D, int group, const AttnArgs& a, int B, cudaStream_t s);  // 4-bit K per channel, V per token
+bool launch_kivi2(int D, int group, const AttnArgs& a, int B, cudaStream_t s);
+bool launch_kitty2(int D, int group, const AttnArgs& a, int B, cudaStream_t s);  // Kitty 2-bit key pages, 2-bit V
+}  // namespace kvlab::gpu::attn

@@ -1,0 +1,64 @@
+// fp64 decode-attention reference over K_hat / V_hat and the error bound of the kernels' fp32
+// arithmetic (docs/FORMATS.md section 9.3).
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "attn_types.h"
+#include "kvlab_gpu/attention.h"
+
+namespace kvlab::gpu {
+
+std::vector<double> decode_reference(const float* q, const float* k_hat, const float* v_hat, int Hq, int Hkv, int L,
+                                     int D) {
+  std::vector<double> out((size_t)Hq * D, 0.0), logit(L);
+  const int group = Hq / Hkv;
+  for (int hq = 0; hq < Hq; ++hq) {
+    const float* k = k_hat + (size_t)(hq / group) * L * D;
+    const float* v = v_hat + (size_t)(hq / group) * L * D;
+    double mx = -HUGE_VAL;
+    for (int t = 0; t < L; ++t) {
+      double s = 0;
+      for (int c = 0; c < D; ++c) s += (double)q[hq * D + c] * k[(size_t)t * D + c];
+      logit[t] = s / std::sqrt((double)D);
+      mx = std::max(mx, logit[t]);
+    }
+    double den = 0;
+    for (int t = 0; t < L; ++t) den += logit[t] = std::exp(logit[t] - mx);
+    for (int t = 0; t < L; ++t)
+      for (int c = 0; c < D; ++c) out[(size_t)hq * D + c] += logit[t] / den * v[(size_t)t * D + c];
+  }
+  return out;
+}
+
+// With u = 2^-24 and gamma(n) = n u / (1 - n u):
+//  - a logit (log2 units) is an fp32 dot product of D terms plus the scaling of q:
+//    delta <= gamma(D + 2) * max_t sum_c |q_c k_tc| log2(e) / sqrt(D);
+//  - each probability 2^(s - m) then carries a relative error eta <= ln2 (2 delta) + 4u (exp2f's
+//    2 ulp and the subtraction), which moves a normalized output by at most 2 eta / (1 - eta) max|v|;
+//  - the sums P V and sum P run in fp32 chains no longer than n = tokens per token lane per split
+//    (16 or 32 lanes) + lanes + splits + tiles + a tile's share of the softmax sum: 2 gamma(n) max|v|;
+//  - the per-tile rescales and the final division: (3 tiles + 4) u max|v|.
+double decode_error_bound(const float* q_head, const float* k_hat, const float* v_hat, int L, int D, int splits,
+                          int tile_tokens) {
+  const double u = std::ldexp(1.0, -24);
+  auto gamma = [u](double n) { return n * u / (1 - n * u); };
+  double amax = 0, vmax = 0;
+  for (int t = 0; t < L; ++t) {
+    double a = 0;
+    for (int c = 0; c < D; ++c) {
+      a += std::fabs((double)q_head[c] * k_hat[(size_t)t * D + c]);
+      vmax = std::max(vmax, (double)std::fabs(v_hat[(size_t)t * D + c]));
+    }
+    amax = std::max(amax, a);
+  }
+  const double delta = gamma(D + 2) * amax * 1.4426950408889634 / std::sqrt((double)D);
+  const double eta = std::log(2.0) * 2 * delta + 4 * u;
+  const int tiles = 1 + (L + tile_tokens - 1) / tile_tokens;
+  const int per_split = std::min(L, (tiles + splits - 1) / splits * tile_tokens);
+  const int lanes = attn::kAttnThreads / (D / 16);
+  const double n = (double)per_split / (lanes / 2) + lanes + splits + tiles + tile_tokens / 32 + 8;
+  return vmax * (2 * eta / (1 - eta) + 2 * gamma(n) + (3.0 * tiles + 4) * u);
+}
+
+}  // namespace kvlab::gpu

@@ -1,0 +1,67 @@
+// The decode-attention cache as the kernels read it (C++17: the .cu files and the host code share
+// it). One sequence of L tokens holds, per KV head: the first S tokens (sink) in fp16, the packed
+// key tokens [S, S + k.f.T) and value tokens [S, S + v.f.T) exactly as core's quantize writes
+// them (PackedLayout, N = KV heads), and the remaining tokens of each role in fp16 (the residual
+// window). docs/FORMATS.md section 9 draws it.
+#pragma once
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include "kvlab/hd.h"
+#include "kvlab/layout.h"
+
+namespace kvlab::gpu::attn {
+
+// One role's packed tokens of one sequence: core's layout and device pointers.
+struct AttnPart {
+  PackedLayout f;  // N = KV heads; f.T = packed tokens (0: none)
+  const uint8_t* codes = nullptr;
+  const void* scale = nullptr;  // fp16 bits or fp32 (f.half_params)
+  const void* zero = nullptr;   // null when sym
+  const uint8_t* high = nullptr;
+  const uint8_t* index = nullptr;
+};
+
+struct AttnSeq {
+  int32_t L = 0;  // tokens in the cache
+  int32_t S = 0;  // sink tokens: min(sink, L), fp16 in both roles
+  AttnPart k, v;
+  // fp16 (KV heads, L - part.f.T, D): rows [0, S) are the sink, row S + i the i-th token after
+  // the packed range.
+  const uint16_t* k_fp = nullptr;
+  const uint16_t* v_fp = nullptr;
+  int64_t dbg = 0;  // first element of this sequence's (KV heads, L, D) block in the debug dumps
+};
+
+struct AttnArgs {
+  const AttnSeq* seqs = nullptr;  // device array of B
+  const float* q = nullptr;       // (B, Hq, D) fp32
+  float* part_o = nullptr;        // (B, Hq, splits, D): unnormalized outputs of each split
+  float* part_ml = nullptr;       // (B, Hq, splits, 2): running max (log2 units) and sum
+  int Hkv = 0, splits = 1;
+  float scale_log2 = 0;  // log2(e) / sqrt(D)
+  // Debug path (null: off): every K_hat / V_hat value the kernel computes, fp32, per sequence
+  // at seq.dbg, as (KV heads, L, D).
+  float* dbg_k = nullptr;
+  float* dbg_v = nullptr;
+};
+
+// Which kernel: key and value code widths (0: fp16 cache), Kitty key pages, channel-major values.
+struct AttnKind {
+  int kbits = 0;
+  bool kboost = false;
+  int vbits = 0;
+  bool vchannel = false;
+};
+
+constexpr int kAttnThreads = 128;
+// Tokens per tile: one 32-bit word of key codes per thread (256 for fp16 keys).
+KV_HD constexpr int attn_tile_tokens(int kbits) { return kbits ? kAttnThreads * (32 / kbits) : 256; }
+
+// Launch the split kernel (grid: splits x Hkv x B) then the combine kernel into out (B, Hq, D).
+// Returns an empty string, or why no kernel serves (kind, D, heads per group).
+const char* launch_decode(const AttnKind& kind, int D, int group, int B, const AttnArgs& a, float* out,
+                          cudaStream_t s);
+
+}  // namespace kvlab::gpu::attn

@@ -1,0 +1,56 @@
+// Decode attention: the kernel's K_hat / V_hat are core's bytes, the output is within the stated
+// fp32 bound of the fp64 reference, for every served method on short, odd and batched lengths.
+#include <cmath>
+#include <random>
+
+#include "gpu_test_util.h"
+#include "kvlab_gpu/attention.h"
+
+namespace kvlab::gpu {
+
+TEST(GpuAttention, MatchesReferenceAndCoreBytes) {
+  KVLAB_REQUIRE_GPU();
+  AttnValidateOptions o;
+  o.small = true;
+  const auto rows = validate_attention(o);
+  ASSERT_FALSE(rows.empty());
+  for (const auto& r : rows) {
+    EXPECT_GT(r.hat_bytes, 0) << r.method << " " << r.lengths;
+    EXPECT_EQ(r.hat_mismatches, 0) << r.method << " " << r.lengths;
+    EXPECT_LE(r.max_err_over_bound, 1.0) << r.method << " " << r.lengths << " max_err " << r.max_err;
+  }
+}
+
+// A corrupted cache must fail the check: the bound is not vacuous.
+TEST(GpuAttention, BoundCatchesAWrongOutput) {
+  KVLAB_REQUIRE_GPU();
+  const int Hq = 4, Hkv = 1, D = 128, L = 300;
+  std::mt19937_64 rng(3);
+  std::normal_distribution<float> n(0.0f, 1.0f);
+  std::vector<float> k((size_t)Hkv * L * D), v(k.size()), q((size_t)Hq * D);
+  for (float& x : k) x = n(rng);
+  for (float& x : v) x = n(rng);
+  for (float& x : q) x = n(rng);
+  const MethodPtr m = parse_method("kivi-2");
+  const auto cache = make_decode_cache(*m, {{k.data(), DType::F32, {Hkv, L, D}}}, {{v.data(), DType::F32, {Hkv, L, D}}});
+  const DecodeResult r = decode_attention(*cache, q, Hq);
+  const Reconstruction hat = m->apply({k.data(), DType::F32, {Hkv, L, D}}, {v.data(), DType::F32, {Hkv, L, D}});
+  const auto ref = decode_reference(q.data(), hat.k.data.data(), hat.v.data.data(), Hq, Hkv, L, D);
+  const double bound = decode_error_bound(q.data(), hat.k.data.data(), hat.v.data.data(), L, D, r.splits, 2048);
+  EXPECT_LE(std::fabs(r.out[0] - ref[0]), bound);
+  // one value token off by one code step moves the output by far more than the bound
+  std::vector<float> v2 = hat.v.data;
+  v2[(size_t)5 * D] += 0.5f;
+  const auto ref2 = decode_reference(q.data(), hat.k.data.data(), v2.data(), Hq, Hkv, L, D);
+  bool caught = false;
+  for (int c = 0; c < D; ++c) caught = caught || std::fabs(r.out[0 * D + c] - ref2[c]) > bound;
+  EXPECT_TRUE(caught) << "bound " << bound;
+}
+
+TEST(GpuAttention, RefusesUnservedMethods) {
+  KVLAB_REQUIRE_GPU();
+  EXPECT_THROW(check_decode_method(*parse_method("fp8-e4m3"), 128), std::invalid_argument);
+  EXPECT_THROW(check_decode_method(*parse_method("kivi-2"), 96), std::invalid_argument);
+}
+
+}  // namespace kvlab::gpu
