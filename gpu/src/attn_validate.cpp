@@ -28,7 +28,10 @@ std::vector<float> draw(std::mt19937_64& rng, int H, int L, int D, bool keys) {
 
 std::string lens_text(const std::vector<int>& lens) {
   std::string s;
-  for (int L : lens) s += (s.empty() ? "" : ",") + std::to_string(L);
+  for (int L : lens) {
+    if (!s.empty()) s += ',';
+    s += std::to_string(L);
+  }
   return s;
 }
 

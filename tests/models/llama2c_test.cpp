@@ -417,11 +417,11 @@ TEST(Llama2cModelFile, MissingAndNonsenseHeaders) {
 
 // run.c treats any top_p outside (0, 1) as "off"; kvlab accepts (0, 1] only, so a typo such as
 // -0.5 is an error instead of silently sampling the full distribution.
-TEST(Llama2cSampler, TopPOutsideZeroToOneIsAnError) {
+TEST(Sampler, TopPOutsideZeroToOneIsAnError) {
   for (float p : {-0.5f, 0.0f, 1.5f, NAN})
-    EXPECT_THROW(kvlab::Llama2cSampler(1.0f, p, 42), std::invalid_argument) << p;
-  EXPECT_NO_THROW(kvlab::Llama2cSampler(1.0f, 1.0f, 42));
-  EXPECT_NO_THROW(kvlab::Llama2cSampler(1.0f, 0.9f, 42));
+    EXPECT_THROW(kvlab::Sampler(1.0f, p, 42), std::invalid_argument) << p;
+  EXPECT_NO_THROW(kvlab::Sampler(1.0f, 1.0f, 42));
+  EXPECT_NO_THROW(kvlab::Sampler(1.0f, 0.9f, 42));
 }
 
 }  // namespace
