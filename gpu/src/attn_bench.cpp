@@ -43,7 +43,9 @@ double copy_gbps(int reps) {
   const int64_t n = int64_t(1) << 30;
   DeviceBuffer src(n), dst(n);
   cuda_check(cudaMemset(src.p, 1, n), "cudaMemset");
-  const double ms = median_ms(reps, [&] { cuda_check(cudaMemcpyAsync(dst.p, src.p, n, cudaMemcpyDeviceToDevice), "cudaMemcpyAsync"); });
+  const double ms = median_ms(reps, [&] {
+    cuda_check(cudaMemcpyAsync(dst.p, src.p, n, cudaMemcpyDeviceToDevice), "cudaMemcpyAsync");
+  });
   return 2.0 * n / (ms * 1e6);
 }
 
@@ -62,8 +64,8 @@ void attend_bench(const AttnBenchOptions& opt, std::FILE* out) {
     std::fprintf(csv, "device,copy_gbps,method,B,L,Hq,Hkv,D,splits,bytes,ms,gbps,of_copy,dequant_ms\n");
   }
   std::fprintf(out, "device: %s; copy %.0f GB/s (read + write)\n", device_name().c_str(), copy);
-  std::fprintf(out, "%-8s %3s %7s %6s %12s %9s %8s %8s %11s\n", "method", "B", "L", "splits", "bytes", "ms", "GB/s",
-               "of_copy", "dequant_ms");
+  std::fprintf(out, "%-8s %3s %7s %6s %12s %9s %8s %8s %11s\n", "method", "B", "L", "splits", "bytes", "ms",
+               "GB/s", "of_copy", "dequant_ms");
   std::mt19937_64 rng(1);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   for (const std::string& name : methods) {
@@ -85,7 +87,8 @@ void attend_bench(const AttnBenchOptions& opt, std::FILE* out) {
           for (const DeviceQuant& d : c.packed) outs.emplace_back(d.f.N * d.f.T * d.f.D * 2);
           dq_ms = median_ms(opt.reps, [&] {
             for (size_t i = 0; i < c.packed.size(); ++i)
-              run_dequantize(c.packed[i].f, c.packed[i].view(), outs[i].p, OutType::F16, nullptr, KernelConfig{});
+              run_dequantize(c.packed[i].f, c.packed[i].view(), outs[i].p, OutType::F16, nullptr,
+                             KernelConfig{});
           });
         }
         const double gbps = (double)cache->bytes() / (ms * 1e6);
@@ -93,9 +96,9 @@ void attend_bench(const AttnBenchOptions& opt, std::FILE* out) {
                      (long long)cache->bytes(), ms, gbps, 100 * gbps / copy, dq_ms);
         std::fflush(out);
         if (csv)
-          std::fprintf(csv, "\"%s\",%.1f,%s,%d,%d,%d,%d,%d,%d,%lld,%.5f,%.1f,%.4f,%.5f\n", device_name().c_str(), copy,
-                       name.c_str(), B, L, opt.Hq, opt.Hkv, opt.D, splits, (long long)cache->bytes(), ms, gbps,
-                       gbps / copy, dq_ms);
+          std::fprintf(csv, "\"%s\",%.1f,%s,%d,%d,%d,%d,%d,%d,%lld,%.5f,%.1f,%.4f,%.5f\n",
+                       device_name().c_str(), copy, name.c_str(), B, L, opt.Hq, opt.Hkv, opt.D, splits,
+                       (long long)cache->bytes(), ms, gbps, gbps / copy, dq_ms);
       }
   }
   if (csv) {

@@ -20,7 +20,8 @@ int64_t DecodeCache::bytes() const { return impl_->bytes; }
 
 attn::AttnKind decode_kind(const Method& m, int64_t D) {
   const std::string who = "decode attention: method '" + m.spec() + "'";
-  if (D != 128 && D != 64) throw std::invalid_argument(who + ": head_dim " + std::to_string(D) + " (kernels: 64, 128)");
+  if (D != 128 && D != 64)
+    throw std::invalid_argument(who + ": head_dim " + std::to_string(D) + " (kernels: 64, 128)");
   if (m.family() == "fp16") return {};
   const auto k = m.key_quantizer(), v = m.value_quantizer();
   if (!k || !v || (m.family() != "int8" && m.family() != "kivi" && m.family() != "kitty"))
@@ -29,14 +30,14 @@ attn::AttnKind decode_kind(const Method& m, int64_t D) {
   if (k->profile != Profile::Kvlab || v->profile != Profile::Kvlab)
     throw std::invalid_argument(who + ": decode kernels read the kvlab profile only");
   attn::AttnKind kind{k->bits, k->boosted(), v->bits, v->axis == Axis::Channel};
-  const bool served = (kind.kbits == 8 && kind.vbits == 8 && !kind.kboost && kind.vchannel &&
-                       k->axis == Axis::Channel) ||
-                      (!kind.vchannel && k->axis == Axis::Channel && kind.kbits == kind.vbits &&
-                       (kind.kbits == 4 || kind.kbits == 2) && (!kind.kboost || kind.kbits == 2));
+  const bool served =
+      (kind.kbits == 8 && kind.vbits == 8 && !kind.kboost && kind.vchannel && k->axis == Axis::Channel) ||
+      (!kind.vchannel && k->axis == Axis::Channel && kind.kbits == kind.vbits &&
+       (kind.kbits == 4 || kind.kbits == 2) && (!kind.kboost || kind.kbits == 2));
   if (!served)
-    throw std::invalid_argument(who + ": no decode kernel for keys " + to_string(*k) + " and values " +
-                                to_string(*v) +
-                                " (served: int8 per channel; kivi kbits = vbits = 2 or 4; kitty kbits = vbits = 2)");
+    throw std::invalid_argument(
+        who + ": no decode kernel for keys " + to_string(*k) + " and values " + to_string(*v) +
+        " (served: int8 per channel; kivi kbits = vbits = 2 or 4; kitty kbits = vbits = 2)");
   return kind;
 }
 
@@ -52,8 +53,9 @@ void check_part(const attn::AttnPart& p, const attn::AttnKind& kind, bool key) {
                                 " tokens; the kernel reads " + std::to_string(per_word) +
                                 " tokens per word, so groups must be a multiple of that");
   if (!f.channel && f.groups > 1 && f.G % 16 != 0)
-    throw std::invalid_argument("decode attention: values in groups of " + std::to_string(f.G) +
-                                " channels; the kernel reads 16 channels per thread, so groups must be a multiple of 16");
+    throw std::invalid_argument(
+        "decode attention: values in groups of " + std::to_string(f.G) +
+        " channels; the kernel reads 16 channels per thread, so groups must be a multiple of 16");
   (void)kind;
 }
 
@@ -66,7 +68,8 @@ void DecodeCache::Impl::finish() {
     for (const attn::AttnPart* p : {&s.k, &s.v}) {
       const PackedLayout& f = p->f;
       if (f.T == 0) continue;
-      bytes += f.codes_bytes() + f.high_bytes() + f.index_bytes() + f.n_params() * f.param_size() * (f.has_zero() ? 2 : 1);
+      bytes += f.codes_bytes() + f.high_bytes() + f.index_bytes() +
+               f.n_params() * f.param_size() * (f.has_zero() ? 2 : 1);
     }
     bytes += (int64_t)Hkv * D * 2 * ((s.L - s.k.f.T) + (s.L - s.v.f.T));
   }
@@ -103,7 +106,8 @@ std::unique_ptr<DecodeCache> make_decode_cache(const Method& m, const std::vecto
                                                const std::vector<TensorView>& values) {
   if (keys.empty() || keys.size() != values.size())
     throw std::invalid_argument("decode cache: " + std::to_string(keys.size()) + " key and " +
-                                std::to_string(values.size()) + " value sequences (want the same number, >= 1)");
+                                std::to_string(values.size()) +
+                                " value sequences (want the same number, >= 1)");
   auto impl = std::make_unique<DecodeCache::Impl>();
   impl->B = (int)keys.size();
   impl->Hkv = (int)keys[0].shape.at(0);
@@ -112,10 +116,11 @@ std::unique_ptr<DecodeCache> make_decode_cache(const Method& m, const std::vecto
   for (size_t b = 0; b < keys.size(); ++b) {
     const TensorView &k = keys[b], &v = values[b];
     const std::string who = "decode cache: sequence " + std::to_string(b);
-    if (k.shape.size() != 3 || k.shape != v.shape || k.shape[0] != impl->Hkv || k.shape[2] != impl->D || k.shape[1] < 1)
-      throw std::invalid_argument(who + ": keys " + shape_string(k.shape) + " and values " + shape_string(v.shape) +
-                                  " (want both (" + std::to_string(impl->Hkv) + ", L >= 1, " +
-                                  std::to_string(impl->D) + "))");
+    if (k.shape.size() != 3 || k.shape != v.shape || k.shape[0] != impl->Hkv || k.shape[2] != impl->D ||
+        k.shape[1] < 1)
+      throw std::invalid_argument(who + ": keys " + shape_string(k.shape) + " and values " +
+                                  shape_string(v.shape) + " (want both (" + std::to_string(impl->Hkv) +
+                                  ", L >= 1, " + std::to_string(impl->D) + "))");
     check_finite(k, who + " keys");
     check_finite(v, who + " values");
     const int64_t L = k.shape[1];
@@ -152,7 +157,8 @@ std::unique_ptr<DecodeCache> make_decode_cache(const Method& m, const std::vecto
             h[(hh * rows + r) * impl->D + c] = float_to_half(xs[role]->at((hh * L + t) * impl->D + c));
         }
       impl->fp16.emplace_back((int64_t)h.size() * 2 + 32);
-      cuda_check(cudaMemcpy(impl->fp16.back().p, h.data(), h.size() * 2, cudaMemcpyHostToDevice), "cudaMemcpy");
+      cuda_check(cudaMemcpy(impl->fp16.back().p, h.data(), h.size() * 2, cudaMemcpyHostToDevice),
+                 "cudaMemcpy");
       (role == 0 ? seq.k_fp : seq.v_fp) = static_cast<const uint16_t*>(impl->fp16.back().p);
     }
     impl->lens.push_back((int)L);
@@ -162,7 +168,8 @@ std::unique_ptr<DecodeCache> make_decode_cache(const Method& m, const std::vecto
   return std::make_unique<DecodeCache>(std::move(impl));
 }
 
-std::unique_ptr<DecodeCache> make_random_decode_cache(const Method& m, int B, int Hkv, int D, int L, uint64_t seed) {
+std::unique_ptr<DecodeCache> make_random_decode_cache(const Method& m, int B, int Hkv, int D, int L,
+                                                      uint64_t seed) {
   if (B < 1 || Hkv < 1 || L < 1)
     throw std::invalid_argument("random decode cache: B, KV heads and L must be >= 1");
   auto impl = std::make_unique<DecodeCache::Impl>();
@@ -189,7 +196,8 @@ std::unique_ptr<DecodeCache> make_random_decode_cache(const Method& m, int B, in
     }
     const int64_t rows = L - lay[role].T;
     impl->fp16.emplace_back((int64_t)B * Hkv * rows * D * 2 + 32);
-    if (rows) fill_random(impl->fp16.back().p, (int64_t)B * Hkv * rows * D, D, true, seed + 7 + role, nullptr);
+    if (rows)
+      fill_random(impl->fp16.back().p, (int64_t)B * Hkv * rows * D, D, true, seed + 7 + role, nullptr);
   }
   for (int b = 0; b < B; ++b) {
     attn::AttnSeq seq;
@@ -206,7 +214,8 @@ std::unique_ptr<DecodeCache> make_random_decode_cache(const Method& m, int B, in
         // per-slice sizes are N-proportional in every layout
         part.codes += f.codes_bytes() / f.N * b * Hkv;
         part.scale = static_cast<const uint8_t*>(part.scale) + f.n_params() / f.N * f.param_size() * b * Hkv;
-        if (part.zero) part.zero = static_cast<const uint8_t*>(part.zero) + f.n_params() / f.N * f.param_size() * b * Hkv;
+        if (part.zero)
+          part.zero = static_cast<const uint8_t*>(part.zero) + f.n_params() / f.N * f.param_size() * b * Hkv;
         if (f.boost) {
           part.high += f.high_bytes() / f.N * b * Hkv;
           part.index += f.index_bytes() / f.N * b * Hkv;
@@ -229,7 +238,8 @@ int auto_splits(const DecodeCache& cache) {
   cuda_check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), "cudaDeviceGetAttribute");
   int max_len = 0;
   for (int L : c.lens) max_len = std::max(max_len, L);
-  const int tiles = 1 + (max_len + attn::attn_tile_tokens(c.kind.kbits) - 1) / attn::attn_tile_tokens(c.kind.kbits);
+  const int tiles =
+      1 + (max_len + attn::attn_tile_tokens(c.kind.kbits) - 1) / attn::attn_tile_tokens(c.kind.kbits);
   const int want = (2 * sms + c.B * c.Hkv - 1) / (c.B * c.Hkv);  // two blocks per SM
   return std::max(1, std::min(want, tiles));
 }
@@ -259,17 +269,19 @@ void DecodeLaunch::run(const DecodeCache::Impl& c, cudaStream_t s) const {
   cuda_check(cudaGetLastError(), "decode attention launch");
 }
 
-DecodeResult decode_attention(const DecodeCache& cache, const std::vector<float>& q, int Hq, const DecodeOptions& opt) {
+DecodeResult decode_attention(const DecodeCache& cache, const std::vector<float>& q, int Hq,
+                              const DecodeOptions& opt) {
   const auto& c = cache.impl();
   DecodeResult r;
   r.splits = opt.splits > 0 ? opt.splits : auto_splits(cache);
   DecodeLaunch run(c, Hq, r.splits);
   const int64_t rows = (int64_t)c.B * Hq;
   if ((int64_t)q.size() != rows * c.D)
-    throw std::invalid_argument("decode attention: q has " + std::to_string(q.size()) + " values, want B*Hq*D = " +
-                                std::to_string(rows * c.D));
+    throw std::invalid_argument("decode attention: q has " + std::to_string(q.size()) +
+                                " values, want B*Hq*D = " + std::to_string(rows * c.D));
   cuda_check(cudaMemcpy(run.q.p, q.data(), q.size() * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
-  cuda_check(cudaMemset(run.out.p, 0xFF, rows * c.D * 4), "cudaMemset");  // NaN poison: every output must be written
+  cuda_check(cudaMemset(run.out.p, 0xFF, rows * c.D * 4),
+             "cudaMemset");  // NaN poison: every output must be written
   int64_t total = 0;
   for (int L : c.lens) total += (int64_t)c.Hkv * L * c.D;
   DeviceBuffer dk, dv;

@@ -26,7 +26,8 @@ __device__ __forceinline__ uint32_t load_word(const uint8_t* p, bool aligned, in
 }
 
 __device__ __forceinline__ float load_param(const void* p, int64_t i, bool half) {
-  return half ? half_to_float(__ldg(static_cast<const uint16_t*>(p) + i)) : __ldg(static_cast<const float*>(p) + i);
+  return half ? half_to_float(__ldg(static_cast<const uint16_t*>(p) + i))
+              : __ldg(static_cast<const float*>(p) + i);
 }
 
 // Core's dequantization of one code (asym: code * s + zero; sym: sign-extended code * s).
@@ -127,7 +128,8 @@ __global__ void __launch_bounds__(kAttnThreads) decode_split(AttnArgs a) {
           if constexpr (KBOOST) {
             const uint8_t slot = __ldg(index + c);
             boosted = slot != 0xFF;
-            if (boosted) hw = load_word(high + slot * high_row, (high_row & 3) == 0, high_row - (rw % f.G) * 2 / 8);
+            if (boosted)
+              hw = load_word(high + slot * high_row, (high_row & 3) == 0, high_row - (rw % f.G) * 2 / 8);
           }
           const float sc = load_param(sq.k.scale, pidx + c * pstride, half);
           const float z = sym ? 0.0f : load_param(sq.k.zero, pidx + c * pstride, half);
@@ -298,10 +300,14 @@ void launch_split(const AttnArgs& a, int B, cudaStream_t s) {
 // The kernels of one kind for every (D, heads per group) built; false when none matches.
 template <int KB, bool KBOOST, int VB, bool VCH>
 bool launch_kind(int D, int group, const AttnArgs& a, int B, cudaStream_t s) {
-  if (D == 128 && group == 4) launch_split<128, 4, KB, KBOOST, VB, VCH>(a, B, s);
-  else if (D == 128 && group == 1) launch_split<128, 1, KB, KBOOST, VB, VCH>(a, B, s);
-  else if (D == 64 && group == 4) launch_split<64, 4, KB, KBOOST, VB, VCH>(a, B, s);
-  else return false;
+  if (D == 128 && group == 4)
+    launch_split<128, 4, KB, KBOOST, VB, VCH>(a, B, s);
+  else if (D == 128 && group == 1)
+    launch_split<128, 1, KB, KBOOST, VB, VCH>(a, B, s);
+  else if (D == 64 && group == 4)
+    launch_split<64, 4, KB, KBOOST, VB, VCH>(a, B, s);
+  else
+    return false;
   return true;
 }
 

@@ -5,8 +5,10 @@
 
 namespace kvlab::gpu::attn {
 bool launch_fp16(int D, int group, const AttnArgs& a, int B, cudaStream_t s);
-bool launch_int8(int D, int group, const AttnArgs& a, int B, cudaStream_t s);   // channel-major K and V
-bool launch_kivi4(int D, int group, const AttnArgs& a, int B, cudaStream_t s);  // 4-bit K per channel, V per token
+bool launch_int8(int D, int group, const AttnArgs& a, int B, cudaStream_t s);  // channel-major K and V
+bool launch_kivi4(int D, int group, const AttnArgs& a, int B,
+                  cudaStream_t s);  // 4-bit K per channel, V per token
 bool launch_kivi2(int D, int group, const AttnArgs& a, int B, cudaStream_t s);
-bool launch_kitty2(int D, int group, const AttnArgs& a, int B, cudaStream_t s);  // Kitty 2-bit key pages, 2-bit V
+bool launch_kitty2(int D, int group, const AttnArgs& a, int B,
+                   cudaStream_t s);  // Kitty 2-bit key pages, 2-bit V
 }  // namespace kvlab::gpu::attn

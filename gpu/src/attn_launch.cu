@@ -30,13 +30,21 @@ __global__ void combine_splits(const float* part_o, const float* part_ml, float*
 const char* launch_decode(const AttnKind& k, int D, int group, int B, const AttnArgs& a, float* out,
                           cudaStream_t s) {
   bool ok = false;
-  if (k.kbits == 0 && k.vbits == 0) ok = launch_fp16(D, group, a, B, s);
-  else if (k.kbits == 8 && !k.kboost && k.vbits == 8 && k.vchannel) ok = launch_int8(D, group, a, B, s);
-  else if (k.kbits == 4 && !k.kboost && k.vbits == 4 && !k.vchannel) ok = launch_kivi4(D, group, a, B, s);
-  else if (k.kbits == 2 && !k.kboost && k.vbits == 2 && !k.vchannel) ok = launch_kivi2(D, group, a, B, s);
-  else if (k.kbits == 2 && k.kboost && k.vbits == 2 && !k.vchannel) ok = launch_kitty2(D, group, a, B, s);
-  else return "no decode kernel for this pair of key and value formats";
-  if (!ok) return "no decode kernel for this head_dim and query heads per KV head (built: D=128 with 1 or 4, D=64 with 4)";
+  if (k.kbits == 0 && k.vbits == 0)
+    ok = launch_fp16(D, group, a, B, s);
+  else if (k.kbits == 8 && !k.kboost && k.vbits == 8 && k.vchannel)
+    ok = launch_int8(D, group, a, B, s);
+  else if (k.kbits == 4 && !k.kboost && k.vbits == 4 && !k.vchannel)
+    ok = launch_kivi4(D, group, a, B, s);
+  else if (k.kbits == 2 && !k.kboost && k.vbits == 2 && !k.vchannel)
+    ok = launch_kivi2(D, group, a, B, s);
+  else if (k.kbits == 2 && k.kboost && k.vbits == 2 && !k.vchannel)
+    ok = launch_kitty2(D, group, a, B, s);
+  else
+    return "no decode kernel for this pair of key and value formats";
+  if (!ok)
+    return "no decode kernel for this head_dim and query heads per KV head (built: D=128 with 1 or 4, D=64 "
+           "with 4)";
   combine_splits<<<B * a.Hkv * group, 128, 0, s>>>(a.part_o, a.part_ml, out, a.splits, D);
   return "";
 }

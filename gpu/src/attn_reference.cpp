@@ -9,8 +9,8 @@
 
 namespace kvlab::gpu {
 
-std::vector<double> decode_reference(const float* q, const float* k_hat, const float* v_hat, int Hq, int Hkv, int L,
-                                     int D) {
+std::vector<double> decode_reference(const float* q, const float* k_hat, const float* v_hat, int Hq, int Hkv,
+                                     int L, int D) {
   std::vector<double> out((size_t)Hq * D, 0.0), logit(L);
   const int group = Hq / Hkv;
   for (int hq = 0; hq < Hq; ++hq) {
@@ -39,8 +39,8 @@ std::vector<double> decode_reference(const float* q, const float* k_hat, const f
 //  - the sums P V and sum P run in fp32 chains no longer than n = tokens per token lane per split
 //    (16 or 32 lanes) + lanes + splits + tiles + a tile's share of the softmax sum: 2 gamma(n) max|v|;
 //  - the per-tile rescales and the final division: (3 tiles + 4) u max|v|.
-double decode_error_bound(const float* q_head, const float* k_hat, const float* v_hat, int L, int D, int splits,
-                          int tile_tokens) {
+double decode_error_bound(const float* q_head, const float* k_hat, const float* v_hat, int L, int D,
+                          int splits, int tile_tokens) {
   const double u = std::ldexp(1.0, -24);
   auto gamma = [u](double n) { return n * u / (1 - n * u); };
   double amax = 0, vmax = 0;

@@ -73,8 +73,8 @@ AttnValidationRow run_case(const Method& m, const Case& c, std::mt19937_64& rng)
       for (int64_t i = 0; i < n * 4; ++i) row.hat_mismatches += want[role][i] != got[role][i];
     row.hat_bytes += 2 * n * 4;
     off += n;
-    const std::vector<double> ref =
-        decode_reference(&q[(size_t)b * c.Hq * c.D], hat.k.data.data(), hat.v.data.data(), c.Hq, c.Hkv, c.lens[b], c.D);
+    const std::vector<double> ref = decode_reference(&q[(size_t)b * c.Hq * c.D], hat.k.data.data(),
+                                                     hat.v.data.data(), c.Hq, c.Hkv, c.lens[b], c.D);
     for (int hq = 0; hq < c.Hq; ++hq) {
       const int kvh = hq / (c.Hq / c.Hkv);
       const size_t head = (size_t)kvh * c.lens[b] * c.D;
@@ -118,12 +118,12 @@ std::vector<AttnValidationRow> validate_attention(const AttnValidateOptions& opt
 }
 
 void print_attention_validation(const std::vector<AttnValidationRow>& rows, std::FILE* out) {
-  std::fprintf(out, "%-72s %-16s %3s %3s %3s %6s %12s %10s %10s %8s %s\n", "method", "lengths", "Hq", "Hkv", "D",
-               "splits", "hat_bytes", "hat_diff", "max_err", "err/bnd", "ok");
+  std::fprintf(out, "%-72s %-16s %3s %3s %3s %6s %12s %10s %10s %8s %s\n", "method", "lengths", "Hq", "Hkv",
+               "D", "splits", "hat_bytes", "hat_diff", "max_err", "err/bnd", "ok");
   for (const auto& r : rows)
     std::fprintf(out, "%-72s %-16s %3d %3d %3d %6d %12lld %10lld %10.3g %8.3g %s\n", r.method.c_str(),
-                 r.lengths.c_str(), r.Hq, r.Hkv, r.D, r.splits, (long long)r.hat_bytes, (long long)r.hat_mismatches,
-                 r.max_err, r.max_err_over_bound, r.ok() ? "ok" : "FAIL");
+                 r.lengths.c_str(), r.Hq, r.Hkv, r.D, r.splits, (long long)r.hat_bytes,
+                 (long long)r.hat_mismatches, r.max_err, r.max_err_over_bound, r.ok() ? "ok" : "FAIL");
 }
 
 }  // namespace kvlab::gpu

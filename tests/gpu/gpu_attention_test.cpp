@@ -32,11 +32,14 @@ TEST(GpuAttention, BoundCatchesAWrongOutput) {
   for (float& x : v) x = n(rng);
   for (float& x : q) x = n(rng);
   const MethodPtr m = parse_method("kivi-2");
-  const auto cache = make_decode_cache(*m, {{k.data(), DType::F32, {Hkv, L, D}}}, {{v.data(), DType::F32, {Hkv, L, D}}});
+  const auto cache =
+      make_decode_cache(*m, {{k.data(), DType::F32, {Hkv, L, D}}}, {{v.data(), DType::F32, {Hkv, L, D}}});
   const DecodeResult r = decode_attention(*cache, q, Hq);
-  const Reconstruction hat = m->apply({k.data(), DType::F32, {Hkv, L, D}}, {v.data(), DType::F32, {Hkv, L, D}});
+  const Reconstruction hat =
+      m->apply({k.data(), DType::F32, {Hkv, L, D}}, {v.data(), DType::F32, {Hkv, L, D}});
   const auto ref = decode_reference(q.data(), hat.k.data.data(), hat.v.data.data(), Hq, Hkv, L, D);
-  const double bound = decode_error_bound(q.data(), hat.k.data.data(), hat.v.data.data(), L, D, r.splits, 2048);
+  const double bound =
+      decode_error_bound(q.data(), hat.k.data.data(), hat.v.data.data(), L, D, r.splits, 2048);
   EXPECT_LE(std::fabs(r.out[0] - ref[0]), bound);
   // one value token off by one code step moves the output by far more than the bound
   std::vector<float> v2 = hat.v.data;

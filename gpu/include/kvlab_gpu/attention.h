@@ -68,8 +68,8 @@ std::vector<double> decode_reference(const float* q, const float* k_hat, const f
 // Error bound of the kernels' fp32 arithmetic for query head hq (docs/FORMATS.md section 9.3):
 // |out - ref| <= bound for every channel of that head.
 // tile_tokens: the kernel's tile (attn_tile_tokens of the key code width).
-double decode_error_bound(const float* q_head, const float* k_hat, const float* v_hat, int L, int D, int splits,
-                          int tile_tokens);
+double decode_error_bound(const float* q_head, const float* k_hat, const float* v_hat, int L, int D,
+                          int splits, int tile_tokens);
 
 struct AttnValidationRow {
   std::string method, lengths;
