@@ -4,11 +4,9 @@
 // input (quantize) or of fp16-equivalent elements decoded (dequantize).
 #include <benchmark/benchmark.h>
 
-#include <random>
-
+#include "gaussian_halves.h"
 #include "kvlab/float_quant.h"
 #include "kvlab/formats.h"
-#include "kvlab/half.h"
 #include "kvlab/threads.h"
 
 namespace {
@@ -16,13 +14,7 @@ namespace {
 const std::vector<int64_t> kShape = {8, 16384, 128};
 
 const std::vector<uint16_t>& input() {
-  static const std::vector<uint16_t> x = [] {
-    std::vector<uint16_t> v(8ll * 16384 * 128);
-    std::mt19937 rng(1);
-    std::normal_distribution<float> g;
-    for (auto& h : v) h = kvlab::float_to_half(g(rng));
-    return v;
-  }();
+  static const std::vector<uint16_t> x = gaussian_halves(8ll * 16384 * 128);
   return x;
 }
 

@@ -3,9 +3,7 @@
 // (quantize) or of fp16-equivalent elements decoded to fp32 (dequantize).
 #include <benchmark/benchmark.h>
 
-#include <random>
-
-#include "kvlab/half.h"
+#include "gaussian_halves.h"
 #include "kvlab/method.h"
 #include "kvlab/quantizer.h"
 #include "kvlab/threads.h"
@@ -15,13 +13,7 @@ namespace {
 const std::vector<int64_t> kShape = {32, 32768, 128};
 
 const std::vector<uint16_t>& input() {
-  static const std::vector<uint16_t> x = [] {
-    std::vector<uint16_t> v(32ll * 32768 * 128);
-    std::mt19937 rng(1);
-    std::normal_distribution<float> g;
-    for (auto& h : v) h = kvlab::float_to_half(g(rng));
-    return v;
-  }();
+  static const std::vector<uint16_t> x = gaussian_halves(32ll * 32768 * 128);
   return x;
 }
 
