@@ -155,6 +155,17 @@ py::dict sweep_dict(const SweepResult& r) {
   return out;
 }
 
+// Runs one study over the dump's layers with the GIL released: progress goes to `progress`, and
+// Ctrl-C stops it between layers (LongCall).
+template <class Options, class Study>
+auto run_study(const PyDump& d, Options& o, py::object progress, Study study) {
+  LongCall call(progress);
+  o.progress = call.hook();
+  const LayerLoader load = loader(d, call);
+  py::gil_scoped_release release;
+  return study(shape_of(d.reader->info()), load, o);
+}
+
 }  // namespace
 
 void bind_studies(py::module_& m) {
@@ -177,16 +188,12 @@ void bind_studies(py::module_& m) {
         if (!layers.empty()) o.layers = parse_layers(layers);
         o.threads = threads;
         o.tiles = {query_tile, key_tile};
-        LongCall call(progress);
-        o.progress = call.hook();
-        const LayerLoader load = loader(d, call);
+        const EvalResult r = run_study(
+            d, o, progress,
+            [](const auto& shape, const auto& load, const auto& opt) { return evaluate(shape, load, opt); });
         std::ostringstream os;
-        {
-          py::gil_scoped_release release;
-          const EvalResult r = evaluate(shape_of(d.reader->info()), load, o);
-          os.precision(17);
-          write_eval_json(os, r, {d.reader->path(), d.reader->info().model});
-        }
+        os.precision(17);
+        write_eval_json(os, r, {d.reader->path(), d.reader->info().model});
         return os.str();
       },
       py::arg("dump"), py::arg("methods"), py::arg("queries"), py::arg("layers"), py::arg("threads"),
@@ -207,15 +214,10 @@ void bind_studies(py::module_& m) {
         if (!layers.empty()) o.layers = parse_layers(layers);
         o.threads = threads;
         o.naive = naive;
-        LongCall call(progress);
-        o.progress = call.hook();
-        const LayerLoader load = loader(d, call);
-        SensitivityResult r;
-        {
-          py::gil_scoped_release release;
-          r = channel_sensitivity(shape_of(d.reader->info()), load, o);
-        }
-        return sensitivity_dict(r);
+        return sensitivity_dict(
+            run_study(d, o, progress, [](const auto& shape, const auto& load, const auto& opt) {
+              return channel_sensitivity(shape, load, opt);
+            }));
       },
       py::arg("dump"), py::arg("bits"), py::arg("group"), py::arg("sink"), py::arg("params"),
       py::arg("profile"), py::arg("queries"), py::arg("layers"), py::arg("threads"), py::arg("naive"),
@@ -237,15 +239,9 @@ void bind_studies(py::module_& m) {
         if (!queries.empty()) o.queries = parse_queries(queries);
         if (!layers.empty()) o.layers = parse_layers(layers);
         o.threads = threads;
-        LongCall call(progress);
-        o.progress = call.hook();
-        const LayerLoader load = loader(d, call);
-        SweepResult r;
-        {
-          py::gil_scoped_release release;
-          r = boost_sweep(shape_of(d.reader->info()), load, o);
-        }
-        return sweep_dict(r);
+        return sweep_dict(run_study(d, o, progress, [](const auto& shape, const auto& load, const auto& opt) {
+          return boost_sweep(shape, load, opt);
+        }));
       },
       py::arg("dump"), py::arg("method"), py::arg("rates"), py::arg("selectors"), py::arg("seeds"),
       py::arg("calib_tokens"), py::arg("calib_queries"), py::arg("queries"), py::arg("layers"),
