@@ -64,7 +64,10 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     }
     if (!h.is_object()) fail("the header is not a JSON object");
     const uint64_t data_start = 8 + n, data_bytes = size_ - data_start;
-    for (const auto& [name, e] : h.items()) {
+    for (const auto& entry : h.items()) {
+      // Named, not a structured binding: clang 14 (the fuzz build) cannot capture those in a lambda.
+      const std::string& name = entry.key();
+      const auto& e = entry.value();
       if (name == "__metadata__") continue;
       auto bad = [&](const std::string& what) { fail("tensor '" + name + "': " + what); };
       if (!e.is_object() || !e.contains("dtype") || !e.contains("shape") || !e.contains("data_offsets"))
