@@ -1,5 +1,5 @@
 // kvlab eval [DUMP] [--methods m1,m2,...] [--queries all|last:N|stride:N] [--layers a-b]
-//            [--format table|csv|json] [--out FILE] [--quiet] [--threads N]
+//            [--format table|csv|json] [--out FILE] [--quiet] [--threads N] [--device cpu|cuda]
 // Offline error evaluation of KV-cache methods on a dump (kvlab/evaluate.h). DUMP is a file
 // open_dump reads, or `synthetic:PRESET[:tokens=N,layers=N,seed=N]` to generate one in memory.
 #include <malloc.h>
@@ -19,12 +19,15 @@
 #include "kvlab/evaluate.h"
 #include "kvlab/kv_text.h"
 #include "kvlab/method.h"
+#ifdef KVLAB_HAVE_EVAL_GPU
+#include "kvlab_eval_gpu/attention_gpu.h"
+#endif
 
 namespace kvlab::cli {
 namespace {
 
 struct EvalArgs {
-  std::string dump, queries = "all", layers, format = "table", out;
+  std::string dump, queries = "all", layers, format = "table", out, device = "cpu";
   std::vector<std::string> methods;
   int threads = 0;
   int64_t query_tile = 64, key_tile = 256;
@@ -45,6 +48,19 @@ void run(const EvalArgs& a) {
   opt.threads = a.threads;
   opt.tiles = {a.query_tile, a.key_tile};
 
+  // The GPU (the device of this process's local rank) computes the attention units; the CPU
+  // cores apply the methods and load the next layer meanwhile.
+#ifdef KVLAB_HAVE_EVAL_GPU
+  std::shared_ptr<CudaAttention> gpu;
+  if (a.device == "cuda") {
+    gpu = std::make_shared<CudaAttention>(cuda_device_for_this_rank());
+    opt.backend = cuda_backend(gpu);
+    opt.prefetch = true;
+  }
+#else
+  if (a.device == "cuda")
+    throw std::runtime_error("--device cuda: this kvlab was built without CUDA (no nvcc at configure time)");
+#endif
   const std::string path = a.dump.empty() ? default_dump_path() : a.dump;
   if (!a.out.empty()) {
     std::vector<NamedPath> inputs = dump_inputs(path);
@@ -73,6 +89,17 @@ void run(const EvalArgs& a) {
     };
   }
   const EvalResult r = evaluate(shape, load, opt);
+#ifdef KVLAB_HAVE_EVAL_GPU
+  if (gpu && !a.quiet) {
+    const CudaAttentionTimes& t = gpu->times();
+    std::fprintf(stderr,
+                 "eval: %s: %lld units, upload %.2f s, compute %.2f s (%.1f TFLOP/s fp64 GEMM); load wait %.2f s, "
+                 "quantize %.2f s, total %.2f s\n",
+                 gpu->device_name().c_str(), (long long)t.units, t.upload, t.compute,
+                 t.compute > 0 ? t.gemm_flops / t.compute * 1e-12 : 0.0, r.times.load, r.times.quantize,
+                 r.times.total);
+  }
+#endif
 
   const ReportSource src{reader->path(), info.model};
   std::string text;
@@ -118,6 +145,11 @@ static void add_eval(CLI::App& app) {
       ->capture_default_str();
   c->add_option("--key-tile", a->key_tile, "keys per attention tile")
       ->check(int_range(1))
+      ->capture_default_str();
+  c->add_option("--device", a->device,
+                "cpu, or cuda: attention and metrics on the GPU of this process's local rank "
+                "(docs/EVAL_JSON.md, Devices)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
   add_quiet_flag(c, a->quiet);
   c->callback([a] { run(*a); });

@@ -1,0 +1,158 @@
+// `kvlab eval --device cuda` against the CPU: the same dump through evaluate() with the CPU
+// kernel and with the CUDA attention unit, every metric of every method, layer and head compared.
+// Skips (with the reason) where no CUDA device is usable.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <random>
+
+#include "kvlab/evaluate.h"
+#include "kvlab/synthetic_dump.h"
+#include "kvlab_eval_gpu/attention_gpu.h"
+
+namespace {
+
+using kvlab::AttnStats;
+using kvlab::EvalResult;
+
+// The bound of docs/EVAL_JSON.md ("Devices"): every attention sum within this relative
+// difference of the CPU's; counts and the reconstruction errors (computed by core on the CPU
+// both ways) identical.
+constexpr double kBound = 1e-6;
+
+std::shared_ptr<kvlab::CudaAttention> open_gpu(int64_t tile_elems = 0) {
+  try {
+    return std::make_shared<kvlab::CudaAttention>(0, tile_elems);
+  } catch (const std::runtime_error& e) {
+    std::printf("%s\n", e.what());
+    return nullptr;
+  }
+}
+#define SKIP_WITHOUT_GPU(gpu) \
+  if (!(gpu)) GTEST_SKIP() << "no usable CUDA device"
+
+double rel(double a, double b) {
+  const double m = std::max(std::fabs(a), std::fabs(b));
+  return m == 0 ? 0 : std::fabs(a - b) / m;
+}
+
+// Every number of the two results; returns the largest relative difference per field.
+std::map<std::string, double> compare(const EvalResult& cpu, const EvalResult& gpu) {
+  std::map<std::string, double> worst;
+  EXPECT_EQ(cpu.methods.size(), gpu.methods.size());
+  auto field = [&](const std::string& name, double a, double b, const std::string& where) {
+    const double r = rel(a, b);
+    worst[name] = std::max(worst[name], r);
+    EXPECT_LE(r, kBound) << name << " at " << where << ": cpu " << a << ", gpu " << b;
+  };
+  for (size_t m = 0; m < cpu.methods.size(); ++m) {
+    const auto &a = cpu.methods[m], &b = gpu.methods[m];
+    EXPECT_EQ(a.layers.size(), b.layers.size());
+    if (a.layers.size() != b.layers.size()) continue;
+    for (size_t l = 0; l < a.layers.size(); ++l) {
+      const auto &la = a.layers[l], &lb = b.layers[l];
+      for (size_t g = 0; g < la.key.size(); ++g) {
+        EXPECT_EQ(la.key[g].sq_err, lb.key[g].sq_err);
+        EXPECT_EQ(la.value[g].sq_err, lb.value[g].sq_err);
+        EXPECT_EQ(la.key[g].max_abs, lb.key[g].max_abs);
+      }
+      for (size_t h = 0; h < la.attn.size(); ++h) {
+        const AttnStats &x = la.attn[h], &y = lb.attn[h];
+        const std::string where = a.name + " layer " + std::to_string(la.layer) + " head " + std::to_string(h);
+        EXPECT_EQ(x.score_count, y.score_count) << where;
+        EXPECT_EQ(x.queries, y.queries) << where;
+        field("score_sq_err", x.score_sq_err, y.score_sq_err, where);
+        field("out_sq_err", x.out_sq_err, y.out_sq_err, where);
+        field("out_sq_ref", x.out_sq_ref, y.out_sq_ref, where);
+        field("kl_sum", x.kl_sum, y.kl_sum, where);
+        field("topk_sum", x.topk_sum, y.topk_sum, where);
+      }
+    }
+    field("score_mse (dump)", a.attn.score_mse(), b.attn.score_mse(), a.name);
+    field("out_rel_err (dump)", a.attn.out_rel_err(), b.attn.out_rel_err(), a.name);
+    field("kl (dump)", a.attn.kl(), b.attn.kl(), a.name);
+    field("topk_overlap (dump)", a.attn.topk_overlap(), b.attn.topk_overlap(), a.name);
+  }
+  for (const auto& [name, r] : worst) std::printf("  %-22s max relative difference %.3g\n", name.c_str(), r);
+  return worst;
+}
+
+EvalResult run(const kvlab::EvalShape& shape, const kvlab::LayerLoader& load, kvlab::EvalOptions opt,
+               std::shared_ptr<kvlab::CudaAttention> gpu) {
+  if (gpu) {
+    opt.backend = kvlab::cuda_backend(gpu);
+    opt.prefetch = true;
+  }
+  return kvlab::evaluate(shape, load, opt);
+}
+
+// A synthetic dump of llama3-8b's shape (GQA 4, D 128, fp16 values, sinks, outlier channels),
+// every default method and every query.
+void synthetic_case(const std::string& queries, int64_t tile_elems) {
+  auto gpu = open_gpu(tile_elems);
+  SKIP_WITHOUT_GPU(gpu);
+  kvlab::SyntheticDumpParams p = kvlab::synthetic_preset("llama3-8b");
+  p.layers = 2;
+  p.tokens = 1500;
+  p.q_heads = 8;
+  p.kv_heads = 2;
+  const kvlab::SyntheticDump dump(p);
+  const kvlab::EvalShape shape{p.layers, p.q_heads, p.kv_heads, p.head_dim, p.tokens};
+  const kvlab::LayerLoader load = [&](int64_t l) {
+    return kvlab::LayerQKV{dump.read(l, kvlab::Role::Q), dump.read(l, kvlab::Role::K), dump.read(l, kvlab::Role::V)};
+  };
+  kvlab::EvalOptions opt;
+  opt.queries = kvlab::parse_queries(queries);
+  const EvalResult cpu = run(shape, load, opt, nullptr), dev = run(shape, load, opt, gpu);
+  compare(cpu, dev);
+  EXPECT_EQ(gpu->times().units, p.layers * p.kv_heads);
+}
+
+TEST(EvalGpu, SyntheticLlamaAllQueries) { synthetic_case("all", 0); }
+
+// Tiles of a few rows: many chunks per unit, each with its own key count.
+TEST(EvalGpu, SyntheticLlamaManyChunks) { synthetic_case("stride:3", 8 * 1500 * 9); }
+
+// fp32 values (not fp16), one query head per KV head, D 64, a stride of queries, specs beyond
+// the presets.
+TEST(EvalGpu, Float32NoGroupingStride) {
+  auto gpu = open_gpu();
+  SKIP_WITHOUT_GPU(gpu);
+  const int64_t L = 2, H = 3, T = 333, D = 64;
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<kvlab::LayerQKV> layers;
+  for (int64_t l = 0; l < L; ++l) {
+    kvlab::LayerQKV x;
+    for (auto* t : {&x.q, &x.k, &x.v}) {
+      t->shape = {H, T, D};
+      t->data.resize(H * T * D);
+      for (auto& v : t->data) v = nd(rng);
+    }
+    for (int64_t i = 0; i < H * T; ++i) x.k.data[i * D + 3] *= 8.0f;  // an outlier channel
+    layers.push_back(std::move(x));
+  }
+  const kvlab::EvalShape shape{L, H, H, D, T};
+  const kvlab::LayerLoader load = [&](int64_t l) { return layers.at(l); };
+  kvlab::EvalOptions opt;
+  opt.methods = {"int8", "kivi-4", "kivi-2", "kitty:group=64,sink=8,residual=64", "fp8-e4m3", "nvfp4"};
+  opt.queries = kvlab::parse_queries("stride:5");
+  const EvalResult cpu = run(shape, load, opt, nullptr), dev = run(shape, load, opt, gpu);
+  compare(cpu, dev);
+}
+
+TEST(EvalGpu, MissingDeviceIsAClearError) {
+  auto gpu = open_gpu();
+  SKIP_WITHOUT_GPU(gpu);
+  try {
+    kvlab::CudaAttention bad(1000);
+    FAIL() << "device 1000 accepted";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("device 1000 does not exist"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
