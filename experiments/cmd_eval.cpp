@@ -92,12 +92,13 @@ void run(const EvalArgs& a) {
 #ifdef KVLAB_HAVE_EVAL_GPU
   if (gpu && !a.quiet) {
     const CudaAttentionTimes& t = gpu->times();
-    std::fprintf(stderr,
-                 "eval: %s: %lld units, upload %.2f s, compute %.2f s (%.1f TFLOP/s fp64 GEMM); load wait %.2f s, "
-                 "quantize %.2f s, total %.2f s\n",
-                 gpu->device_name().c_str(), (long long)t.units, t.upload, t.compute,
-                 t.compute > 0 ? t.gemm_flops / t.compute * 1e-12 : 0.0, r.times.load, r.times.quantize,
-                 r.times.total);
+    std::fprintf(
+        stderr,
+        "eval: %s: %lld units, upload %.2f s, compute %.2f s (%.1f TFLOP/s fp64 GEMM); load wait %.2f s, "
+        "quantize %.2f s, total %.2f s\n",
+        gpu->device_name().c_str(), (long long)t.units, t.upload, t.compute,
+        t.compute > 0 ? t.gemm_flops / t.compute * 1e-12 : 0.0, r.times.load, r.times.quantize,
+        r.times.total);
   }
 #endif
 

@@ -28,7 +28,8 @@ void check(cudaError_t e, const char* what) {
 }
 void check(cublasStatus_t e, const char* what) {
   if (e != CUBLAS_STATUS_SUCCESS)
-    throw std::runtime_error(std::string("--device cuda: ") + what + ": cuBLAS status " + std::to_string((int)e));
+    throw std::runtime_error(std::string("--device cuda: ") + what + ": cuBLAS status " +
+                             std::to_string((int)e));
 }
 
 // A device array that only grows.
@@ -59,8 +60,8 @@ class DeviceArray {
 };
 
 // Column-major C (m x n, ldc) = op(A) B with cuBLAS's fp64 GEMM.
-void dgemm(cublasHandle_t h, cublasOperation_t ta, int64_t m, int64_t n, int64_t k, const double* A, int64_t lda,
-           const double* B, int64_t ldb, double* C, int64_t ldc) {
+void dgemm(cublasHandle_t h, cublasOperation_t ta, int64_t m, int64_t n, int64_t k, const double* A,
+           int64_t lda, const double* B, int64_t ldb, double* C, int64_t ldc) {
   const double one = 1, zero = 0;
   check(cublasDgemm(h, ta, CUBLAS_OP_N, (int)m, (int)n, (int)k, &one, A, (int)lda, B, (int)ldb, &zero, C,
                     (int)ldc),
@@ -160,7 +161,8 @@ void CudaAttention::run(const AttentionUnit& u, AttentionUnitResult& res) {
   size_t free_b = 0, total_b = 0;
   check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
   const int64_t tile_elems =
-      g.tile_elems > 0 ? g.tile_elems : std::max<int64_t>(std::min<int64_t>(free_b / 8 / sizeof(double), 1LL << 27), 1);
+      g.tile_elems > 0 ? g.tile_elems
+                       : std::max<int64_t>(std::min<int64_t>(free_b / 8 / sizeof(double), 1LL << 27), 1);
   const int64_t ld_all = (nk_all + 1) / 2 * 2;
   const int64_t per_pos = Hh * ld_all;
   const int64_t chunk_pos = std::clamp<int64_t>(tile_elems / per_pos, 1, N);
@@ -176,7 +178,8 @@ void CudaAttention::run(const AttentionUnit& u, AttentionUnitResult& res) {
     gpu_eval::stack_queries(q32, Hh, N, i0, n, D, q, g.stream);
     // S (nk x rows, col-major; row r's logits contiguous) = K Q^T.
     dgemm(g.blas, CUBLAS_OP_T, nk, rows, D, k, D, q, D, S, ld);
-    gpu_eval::reference_rows(S, P, ld, nk, vis + r0, rows, m + r0, lz + r0, top + r0 * gpu_eval::kTop, g.stream);
+    gpu_eval::reference_rows(S, P, ld, nk, vis + r0, rows, m + r0, lz + r0, top + r0 * gpu_eval::kTop,
+                             g.stream);
     // O (D x rows, col-major = rows x D row-major) = V^T P.
     dgemm(g.blas, CUBLAS_OP_N, D, rows, nk, v, D, P, ld, O, D);
     gpu_eval::output_rows(O, nullptr, rows, D, out + r0, g.stream);

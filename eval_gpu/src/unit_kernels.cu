@@ -118,14 +118,16 @@ __device__ double block_sum(double x) {
 }
 
 __global__ void to_f64_kernel(const float* src, double* dst, int64_t n) {
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x)
     dst[i] = src[i];
 }
 
 __global__ void stack_kernel(const float* q, int64_t heads, int64_t N, int64_t first, int64_t n, int64_t D,
                              double* dst) {
   const int64_t total = n * heads * D;
-  for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < total; e += (int64_t)gridDim.x * blockDim.x) {
+  for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < total;
+       e += (int64_t)gridDim.x * blockDim.x) {
     const int64_t d = e % D, r = e / D, h = r % heads, i = r / heads;
     dst[e] = q[(h * N + first + i) * D + d];
   }
@@ -219,7 +221,9 @@ __global__ void output_kernel(const double* O, const double* Oh, int64_t rows, i
   if (lane == 0) out[r] = x;
 }
 
-int grid_for(int64_t n) { return (int)((n + kThreads - 1) / kThreads < 65535 ? (n + kThreads - 1) / kThreads : 65535); }
+int grid_for(int64_t n) {
+  return (int)((n + kThreads - 1) / kThreads < 65535 ? (n + kThreads - 1) / kThreads : 65535);
+}
 
 }  // namespace
 
@@ -243,7 +247,8 @@ void method_rows(const double* S, double* H, int64_t ld, int64_t nk, const int32
 }
 
 void output_rows(const double* O, const double* Oh, int64_t rows, int64_t D, double* out, cudaStream_t s) {
-  if (rows > 0) output_kernel<<<(unsigned)((rows + kWarps - 1) / kWarps), kThreads, 0, s>>>(O, Oh, rows, D, out);
+  if (rows > 0)
+    output_kernel<<<(unsigned)((rows + kWarps - 1) / kWarps), kThreads, 0, s>>>(O, Oh, rows, D, out);
 }
 
 }  // namespace kvlab::gpu_eval

@@ -1,14 +1,26 @@
 """Compare two `kvlab eval --format json` files number by number (timings aside).
 
-Usage: compare_eval_json.py CPU.json GPU.json [BOUND]
-Prints the largest relative difference of each field (list indices folded) and exits 1 when
-any exceeds BOUND (default 1e-6; docs/EVAL_JSON.md, "Devices"). Strings and counts must match.
+Usage: compare_eval_json.py CPU.json GPU.json [BOUND [LOOSE]]
+Prints the largest relative difference of each field (list indices folded) and exits 1 when one
+exceeds its bound (docs/EVAL_JSON.md, "Devices"): the dump's attention score MSE, output error
+and KL within BOUND (default 1e-6); the per-layer and per-head attention figures and every top-8
+overlap within LOOSE (default 5e-2: the CPU's fp32 rounding on heads with tiny errors, and fp32
+near-ties in top-8); every other number (reconstruction errors, bits, counts) and every string
+identical.
 """
 import json
 import math
 import sys
 
 SKIP = {"timing_s", "threads", "tiles"}
+ATTENTION = {"attn_score_mse", "attn_output_rel_err", "kl", "topk_overlap"}
+
+
+def bound_of(path, bound, loose):
+    name = path.rsplit(".", 1)[-1]
+    if name not in ATTENTION:
+        return 0.0
+    return bound if path.count("[]") == 1 and name != "topk_overlap" else loose
 
 
 def walk(a, b, path, worst, errors):
@@ -41,14 +53,14 @@ def walk(a, b, path, worst, errors):
 def main():
     cpu, gpu = (json.load(open(p)) for p in sys.argv[1:3])
     bound = float(sys.argv[3]) if len(sys.argv) > 3 else 1e-6
+    loose = float(sys.argv[4]) if len(sys.argv) > 4 else 5e-2
     worst, errors = {}, []
     walk(cpu, gpu, "", worst, errors)
     for path, r in sorted(worst.items()):
         if r > 0:
-            print(f"{path:45s} max relative difference {r:.3g}")
-    over = {p: r for p, r in worst.items() if r > bound}
-    print(f"{len(worst)} numeric fields, largest relative difference {max(worst.values(), default=0):.3g} "
-          f"(bound {bound:g})")
+            print(f"{path:50s} max relative difference {r:.3g} (bound {bound_of(path, bound, loose):g})")
+    over = {p: r for p, r in worst.items() if r > bound_of(p, bound, loose)}
+    print(f"{len(worst)} numeric fields, largest relative difference {max(worst.values(), default=0):.3g}")
     for e in errors:
         print("MISMATCH", e)
     for p, r in over.items():

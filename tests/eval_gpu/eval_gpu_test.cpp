@@ -1,6 +1,7 @@
-// `kvlab eval --device cuda` against the CPU: the same dump through evaluate() with the CPU
-// kernel and with the CUDA attention unit, every metric of every method, layer and head compared.
-// Skips (with the reason) where no CUDA device is usable.
+// `kvlab eval --device cuda`: the CUDA attention unit against an fp64 oracle on the unit's own
+// inputs (fp64 rounding apart), and the same dump through evaluate() with the CPU kernel and with
+// the CUDA unit, every metric of every method, layer and head compared (the CPU's fp32 rounding
+// apart). Skips (with the reason) where no CUDA device is usable.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,16 +13,21 @@
 #include "kvlab/evaluate.h"
 #include "kvlab/synthetic_dump.h"
 #include "kvlab_eval_gpu/attention_gpu.h"
+#include "unit_oracle.h"
+#include "unit_test_data.h"
 
 namespace {
 
 using kvlab::AttnStats;
 using kvlab::EvalResult;
 
-// The bound of docs/EVAL_JSON.md ("Devices"): every attention sum within this relative
-// difference of the CPU's; counts and the reconstruction errors (computed by core on the CPU
-// both ways) identical.
-constexpr double kBound = 1e-6;
+// The bounds of docs/EVAL_JSON.md ("Devices"), GPU against CPU, relative: the dump's score MSE,
+// output error and KL within kBound (measured on an H100, 2026-11-23: at most 3.4e-7 on these
+// cases); each head's sums within kHeadBound (measured 5.3e-6); top-8 overlaps, which move when
+// an fp32 near-tie orders differently, within kTopkBound per head (measured 1.4e-4) and
+// kTopkDumpBound for the dump (8.9e-6). Counts and the reconstruction errors (core on the CPU
+// both ways) are identical.
+constexpr double kBound = 1e-6, kHeadBound = 2e-5, kTopkBound = 1e-3, kTopkDumpBound = 1e-4;
 
 std::shared_ptr<kvlab::CudaAttention> open_gpu(int64_t tile_elems = 0) {
   try {
@@ -43,10 +49,10 @@ double rel(double a, double b) {
 std::map<std::string, double> compare(const EvalResult& cpu, const EvalResult& gpu) {
   std::map<std::string, double> worst;
   EXPECT_EQ(cpu.methods.size(), gpu.methods.size());
-  auto field = [&](const std::string& name, double a, double b, const std::string& where) {
+  auto field = [&](const std::string& name, double a, double b, const std::string& where, double bound) {
     const double r = rel(a, b);
     worst[name] = std::max(worst[name], r);
-    EXPECT_LE(r, kBound) << name << " at " << where << ": cpu " << a << ", gpu " << b;
+    EXPECT_LE(r, bound) << name << " at " << where << ": cpu " << a << ", gpu " << b;
   };
   for (size_t m = 0; m < cpu.methods.size(); ++m) {
     const auto &a = cpu.methods[m], &b = gpu.methods[m];
@@ -61,20 +67,21 @@ std::map<std::string, double> compare(const EvalResult& cpu, const EvalResult& g
       }
       for (size_t h = 0; h < la.attn.size(); ++h) {
         const AttnStats &x = la.attn[h], &y = lb.attn[h];
-        const std::string where = a.name + " layer " + std::to_string(la.layer) + " head " + std::to_string(h);
+        const std::string where =
+            a.name + " layer " + std::to_string(la.layer) + " head " + std::to_string(h);
         EXPECT_EQ(x.score_count, y.score_count) << where;
         EXPECT_EQ(x.queries, y.queries) << where;
-        field("score_sq_err", x.score_sq_err, y.score_sq_err, where);
-        field("out_sq_err", x.out_sq_err, y.out_sq_err, where);
-        field("out_sq_ref", x.out_sq_ref, y.out_sq_ref, where);
-        field("kl_sum", x.kl_sum, y.kl_sum, where);
-        field("topk_sum", x.topk_sum, y.topk_sum, where);
+        field("score_sq_err", x.score_sq_err, y.score_sq_err, where, kHeadBound);
+        field("out_sq_err", x.out_sq_err, y.out_sq_err, where, kHeadBound);
+        field("out_sq_ref", x.out_sq_ref, y.out_sq_ref, where, kHeadBound);
+        field("kl_sum", x.kl_sum, y.kl_sum, where, kHeadBound);
+        field("topk_sum", x.topk_sum, y.topk_sum, where, kTopkBound);
       }
     }
-    field("score_mse (dump)", a.attn.score_mse(), b.attn.score_mse(), a.name);
-    field("out_rel_err (dump)", a.attn.out_rel_err(), b.attn.out_rel_err(), a.name);
-    field("kl (dump)", a.attn.kl(), b.attn.kl(), a.name);
-    field("topk_overlap (dump)", a.attn.topk_overlap(), b.attn.topk_overlap(), a.name);
+    field("score_mse (dump)", a.attn.score_mse(), b.attn.score_mse(), a.name, kBound);
+    field("out_rel_err (dump)", a.attn.out_rel_err(), b.attn.out_rel_err(), a.name, kBound);
+    field("kl (dump)", a.attn.kl(), b.attn.kl(), a.name, kBound);
+    field("topk_overlap (dump)", a.attn.topk_overlap(), b.attn.topk_overlap(), a.name, kTopkDumpBound);
   }
   for (const auto& [name, r] : worst) std::printf("  %-22s max relative difference %.3g\n", name.c_str(), r);
   return worst;
@@ -102,7 +109,8 @@ void synthetic_case(const std::string& queries, int64_t tile_elems) {
   const kvlab::SyntheticDump dump(p);
   const kvlab::EvalShape shape{p.layers, p.q_heads, p.kv_heads, p.head_dim, p.tokens};
   const kvlab::LayerLoader load = [&](int64_t l) {
-    return kvlab::LayerQKV{dump.read(l, kvlab::Role::Q), dump.read(l, kvlab::Role::K), dump.read(l, kvlab::Role::V)};
+    return kvlab::LayerQKV{dump.read(l, kvlab::Role::Q), dump.read(l, kvlab::Role::K),
+                           dump.read(l, kvlab::Role::V)};
   };
   kvlab::EvalOptions opt;
   opt.queries = kvlab::parse_queries(queries);
@@ -142,6 +150,38 @@ TEST(EvalGpu, Float32NoGroupingStride) {
   opt.queries = kvlab::parse_queries("stride:5");
   const EvalResult cpu = run(shape, load, opt, nullptr), dev = run(shape, load, opt, gpu);
   compare(cpu, dev);
+}
+
+// The unit alone against the fp64 oracle: only fp64 rounding (GEMM order, exp) separates them.
+// Whole-unit tiles, then tiles of 12 rows (each chunk its own key count).
+TEST(EvalGpu, UnitMatchesFp64Oracle) {
+  for (int64_t tile_elems : {int64_t(0), int64_t(12 * 700)}) {
+    auto gpu = open_gpu(tile_elems);
+    SKIP_WITHOUT_GPU(gpu);
+    const evgpu::UnitData data(11);
+    kvlab::AttentionUnitResult got;
+    gpu->run(data.unit, got);
+    const kvlab::AttentionUnitResult want = evgpu::unit_oracle(data.unit);
+    double worst = 0;
+    for (int64_t h = 0; h < data.heads; ++h) {
+      EXPECT_LE(rel(got.ref_sq[h], want.ref_sq[h]), 1e-9) << "head " << h;
+      for (size_t m = 0; m < want.stats.size(); ++m) {
+        const AttnStats &g = got.stats[m][h], &w = want.stats[m][h];
+        EXPECT_EQ(g.score_count, w.score_count);
+        EXPECT_EQ(g.queries, w.queries);
+        EXPECT_EQ(g.topk_sum, w.topk_sum) << "cache " << m << " head " << h;
+        for (auto [a, b] : {std::pair{g.score_sq_err, w.score_sq_err},
+                            {g.kl_sum, w.kl_sum},
+                            {g.out_sq_err, w.out_sq_err},
+                            {g.out_sq_ref, w.out_sq_ref}}) {
+          EXPECT_LE(rel(a, b), 1e-9) << "cache " << m << " head " << h << ": gpu " << a << ", oracle " << b;
+          worst = std::max(worst, rel(a, b));
+        }
+      }
+    }
+    std::printf("  tiles %lld: largest relative difference to the fp64 oracle %.3g\n", (long long)tile_elems,
+                worst);
+  }
 }
 
 TEST(EvalGpu, MissingDeviceIsAClearError) {
