@@ -19,9 +19,7 @@
 #include "kvlab/evaluate.h"
 #include "kvlab/kv_text.h"
 #include "kvlab/method.h"
-#ifdef KVLAB_HAVE_EVAL_GPU
-#include "kvlab_eval_gpu/attention_gpu.h"
-#endif
+#include "study_device.h"
 
 namespace kvlab::cli {
 namespace {
@@ -50,17 +48,9 @@ void run(const EvalArgs& a) {
 
   // The GPU (the device of this process's local rank) computes the attention units; the CPU
   // cores apply the methods and load the next layer meanwhile.
-#ifdef KVLAB_HAVE_EVAL_GPU
-  std::shared_ptr<CudaAttention> gpu;
-  if (a.device == "cuda") {
-    gpu = std::make_shared<CudaAttention>(cuda_device_for_this_rank());
-    opt.backend = cuda_backend(gpu);
-    opt.prefetch = true;
-  }
-#else
-  if (a.device == "cuda")
-    throw std::runtime_error("--device cuda: this kvlab was built without CUDA (no nvcc at configure time)");
-#endif
+  const StudyDevice device = open_study_device(a.device);
+  opt.backend = device.backend;
+  opt.prefetch = (bool)device.backend;
   const std::string path = a.dump.empty() ? default_dump_path() : a.dump;
   if (!a.out.empty()) {
     std::vector<NamedPath> inputs = dump_inputs(path);
@@ -89,18 +79,9 @@ void run(const EvalArgs& a) {
     };
   }
   const EvalResult r = evaluate(shape, load, opt);
-#ifdef KVLAB_HAVE_EVAL_GPU
-  if (gpu && !a.quiet) {
-    const CudaAttentionTimes& t = gpu->times();
-    std::fprintf(
-        stderr,
-        "eval: %s: %lld units, upload %.2f s, compute %.2f s (%.1f TFLOP/s fp64 GEMM); load wait %.2f s, "
-        "quantize %.2f s, total %.2f s\n",
-        gpu->device_name().c_str(), (long long)t.units, t.upload, t.compute,
-        t.compute > 0 ? t.gemm_flops / t.compute * 1e-12 : 0.0, r.times.load, r.times.quantize,
-        r.times.total);
-  }
-#endif
+  if (device.summary && !a.quiet)
+    std::fprintf(stderr, "eval: %s; load wait %.2f s, quantize %.2f s, total %.2f s\n",
+                 device.summary().c_str(), r.times.load, r.times.quantize, r.times.total);
 
   const ReportSource src{reader->path(), info.model};
   std::string text;
@@ -147,11 +128,7 @@ static void add_eval(CLI::App& app) {
   c->add_option("--key-tile", a->key_tile, "keys per attention tile")
       ->check(int_range(1))
       ->capture_default_str();
-  c->add_option("--device", a->device,
-                "cpu, or cuda: attention and metrics on the GPU of this process's local rank "
-                "(docs/EVAL_JSON.md, Devices)")
-      ->check(CLI::IsMember({"cpu", "cuda"}))
-      ->capture_default_str();
+  add_device_option(c, a->device);
   add_quiet_flag(c, a->quiet);
   c->callback([a] { run(*a); });
 }

@@ -10,6 +10,7 @@
 #include <memory>
 #include <random>
 
+#include "kvlab/boost_sweep.h"
 #include "kvlab/evaluate.h"
 #include "kvlab/synthetic_dump.h"
 #include "kvlab_eval_gpu/attention_gpu.h"
@@ -182,6 +183,43 @@ TEST(EvalGpu, UnitMatchesFp64Oracle) {
     std::printf("  tiles %lld: largest relative difference to the fp64 oracle %.3g\n", (long long)tile_elems,
                 worst);
   }
+}
+
+// kvlab boost-sweep --device cuda: every (selector, rate, seed) row, summed over layers and heads,
+// as the dump totals of eval. (Added after the measured GPU run: not yet run on a GPU.)
+TEST(EvalGpu, BoostSweepMatchesCpu) {
+  auto gpu = open_gpu();
+  SKIP_WITHOUT_GPU(gpu);
+  kvlab::SyntheticDumpParams p = kvlab::synthetic_preset("llama3-8b");
+  p.layers = 2;
+  p.tokens = 1024;
+  p.q_heads = 8;
+  p.kv_heads = 2;
+  const kvlab::SyntheticDump dump(p);
+  const kvlab::EvalShape shape{p.layers, p.q_heads, p.kv_heads, p.head_dim, p.tokens};
+  const kvlab::LayerLoader load = [&](int64_t l) {
+    return kvlab::LayerQKV{dump.read(l, kvlab::Role::Q), dump.read(l, kvlab::Role::K),
+                           dump.read(l, kvlab::Role::V)};
+  };
+  kvlab::SweepOptions o;
+  o.rates = {0, 0.125, 0.5};
+  o.seeds = 2;
+  const kvlab::SweepResult cpu = kvlab::boost_sweep(shape, load, o);
+  o.backend = kvlab::cuda_backend(gpu);
+  const kvlab::SweepResult dev = kvlab::boost_sweep(shape, load, o);
+  ASSERT_EQ(cpu.rows.size(), dev.rows.size());
+  double worst = 0;
+  for (size_t i = 0; i < cpu.rows.size(); ++i) {
+    const AttnStats &a = cpu.rows[i].attn, &b = dev.rows[i].attn;
+    EXPECT_EQ(a.score_count, b.score_count);
+    for (auto [x, y] :
+         {std::pair{a.score_mse(), b.score_mse()}, {a.out_rel_err(), b.out_rel_err()}, {a.kl(), b.kl()}}) {
+      EXPECT_LE(rel(x, y), kBound) << "row " << i << ": cpu " << x << ", gpu " << y;
+      worst = std::max(worst, rel(x, y));
+    }
+    EXPECT_LE(rel(a.topk_overlap(), b.topk_overlap()), kTopkDumpBound) << "row " << i;
+  }
+  std::printf("  boost-sweep: largest relative difference %.3g\n", worst);
 }
 
 TEST(EvalGpu, MissingDeviceIsAClearError) {

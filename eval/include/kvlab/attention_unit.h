@@ -39,4 +39,9 @@ using AttentionBackend = std::function<void(const AttentionUnit&, AttentionUnitR
 // The CPU kernel as a backend (OpenMP over query tiles, fixed-order reduction).
 void cpu_attention_unit(const AttentionUnit& unit, AttentionUnitResult& result, AttentionTimes* times);
 
+// attention_errors (attention.h) with each KV head's unit computed by `backend` (empty: the CPU).
+std::vector<std::vector<AttnStats>> attention_errors(
+    const TensorView& q, const TensorView& k, const TensorView& v, const std::vector<Reconstruction>& caches,
+    const std::vector<int64_t>& positions, const AttentionBackend& backend, const AttentionTiles& tiles = {});
+
 }  // namespace kvlab
