@@ -217,7 +217,8 @@ TEST(EvalGpu, BoostSweepMatchesCpu) {
       EXPECT_LE(rel(x, y), kBound) << "row " << i << ": cpu " << x << ", gpu " << y;
       worst = std::max(worst, rel(x, y));
     }
-    EXPECT_LE(rel(a.topk_overlap(), b.topk_overlap()), kTopkDumpBound) << "row " << i;
+    EXPECT_LE(rel(a.topk_overlap(), b.topk_overlap()), kTopkBound)
+        << "row " << i;  // 4096 rows: one flip is 4e-5
   }
   std::printf("  boost-sweep: largest relative difference %.3g\n", worst);
 }
