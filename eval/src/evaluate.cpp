@@ -5,6 +5,7 @@
 #include <cstring>
 #include <ctime>
 #include <exception>
+#include <future>
 #include <stdexcept>
 
 #include "group.h"
@@ -151,7 +152,7 @@ std::vector<detail::HeadCache> apply_head(std::vector<MethodEval>& methods, int6
 // no method needs computing: its ||O|| enters the identical methods' relative error (0 / ||O||).
 void score_head(std::vector<MethodEval>& methods, const std::vector<detail::HeadCache>& caches,
                 const LayerQKV& x, int64_t g, const EvalShape& shape, const std::vector<int64_t>& pos,
-                const AttentionTiles& tiles, AttentionTimes* times) {
+                const AttentionTiles& tiles, const AttentionBackend& backend, AttentionTimes* times) {
   const int64_t T = shape.tokens, D = shape.head_dim, N = pos.size();
   const int64_t group = shape.num_q_heads / shape.num_kv_heads;
   int64_t visible = 0;  // valid causal entries per head
@@ -168,7 +169,10 @@ void score_head(std::vector<MethodEval>& methods, const std::vector<detail::Head
   job.v = &x.v.data[g * T * D];
   job.tiles = tiles;
   detail::GroupResult gr;
-  detail::run_group(job, gr, nullptr, times);
+  if (backend)
+    backend(job, gr, times);
+  else
+    detail::run_group(job, gr, nullptr, times);
   for (int64_t h = 0; h < group; ++h) {
     int slot = 0;  // index among the computed methods
     for (size_t mi = 0; mi < methods.size(); ++mi) {
@@ -218,12 +222,21 @@ EvalResult evaluate(const EvalShape& shape, const LayerLoader& load, const EvalO
   ScopedThreads threads(opt.threads);
   res.threads = threads.count();
   const int64_t total_layers = res.layers.last - res.layers.first + 1;
+  // With prefetch, the next layer loads on a second thread while this one is computed; the
+  // load phase then counts only the wait for it.
+  std::future<LayerQKV> next;
+  auto start_load = [&](int64_t layer) {
+    return std::async(opt.prefetch ? std::launch::async : std::launch::deferred,
+                      [&, layer] { return load_layer(load, layer, shape, pos); });
+  };
+  next = start_load(res.layers.first);
   for (int64_t layer = res.layers.first; layer <= res.layers.last; ++layer) {
     LayerQKV x;
     {
       PhaseTimer t(res.times.load, res.times.load_cpu);
-      x = load_layer(load, layer, shape, pos);
+      x = next.get();
     }
+    if (layer < res.layers.last) next = start_load(layer + 1);
     for (auto& m : res.methods) {
       LayerEval le;
       le.layer = layer;
@@ -239,7 +252,7 @@ EvalResult evaluate(const EvalShape& shape, const LayerLoader& load, const EvalO
         caches = apply_head(res.methods, layer, g, &x.k.data[g * T * D], &x.v.data[g * T * D], T, D);
       }
       PhaseTimer t(res.times.attention, res.times.attention_cpu);
-      score_head(res.methods, caches, x, g, shape, pos, opt.tiles, &res.times.cpu);
+      score_head(res.methods, caches, x, g, shape, pos, opt.tiles, opt.backend, &res.times.cpu);
     }
     if (opt.progress) opt.progress({layer - res.layers.first + 1, total_layers, since(t_start)});
   }

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "kvlab/attention.h"
+#include "kvlab/attention_unit.h"
 #include "kvlab/method.h"
 #include "kvlab/metrics.h"
 #include "kvlab/selection.h"
@@ -47,6 +48,9 @@ struct EvalOptions {
   AttentionTiles tiles;              // tile sizes (results agree across sizes to fp32 rounding)
   int threads = 0;                   // OpenMP threads; 0: the OpenMP default
   std::function<void(const EvalProgress&)> progress;  // after each layer
+  AttentionBackend backend;  // computes each KV head's attention unit; empty: the CPU kernel
+  bool prefetch = false;     // load layer l + 1 on a second thread while layer l is computed
+                             // (two layers in memory; for backends that leave the CPU cores idle)
 };
 
 // One layer of one method. key/value: per KV head; attn: per query head (head h uses KV head
