@@ -8,6 +8,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "kvlab/kv_text.h"
+
 namespace kvlab {
 
 using nlohmann::json;
@@ -45,9 +47,9 @@ std::vector<int> choose_plan(const std::vector<std::vector<double>>& error, cons
   }
   const int64_t cap = (int64_t)std::floor(budget * 1e3 * (double)L + 1e-6);
   if (cheapest * (int64_t)L > cap)
-    throw std::invalid_argument("plan: budget " + std::to_string(budget) +
+    throw std::invalid_argument("plan: budget " + text::format_double(budget) +
                                 " bits is below the cheapest candidate's " +
-                                std::to_string((double)cheapest / 1e3));
+                                text::format_double((double)cheapest / 1e3));
   // best[c]: least error of the layers so far spending exactly c units; pick[l][c] its choice.
   const double inf = std::numeric_limits<double>::infinity();
   std::vector<double> best(cap + 1, inf), next(cap + 1);

@@ -4,6 +4,7 @@
 #include <mutex>
 #include <stdexcept>
 
+#include "kvlab/kv_text.h"
 #include "kvlab/method.h"
 #include "kvlab/plan.h"
 
@@ -85,7 +86,7 @@ class PlanMethod final : public Method {
   }
   std::string calibration() const override {
     return "per-layer methods chosen on " + plan_.calibration + " (" + plan_.metric + ", budget " +
-           std::to_string(plan_.budget) + " bits)";
+           text::format_double(plan_.budget) + " bits)";
   }
 
  private:
