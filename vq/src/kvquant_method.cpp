@@ -137,9 +137,11 @@ class Kvquant final : public Method {
     return out;
   }
 
-  // This head's k_pre_rope in the calibration dump; one reader, so one read at a time.
+  // This head's k_pre_rope in the calibration dump. libhdf5 is not thread-safe and eval runs
+  // methods in parallel: one lock for every kvquant method's reads.
   Tensor read_calibration(const HeadContext& at) const {
-    std::lock_guard<std::mutex> g(lock_);
+    static std::mutex lock;
+    std::lock_guard<std::mutex> g(lock);
     return dump_->read_head(at.layer, Role::KPreRope, at.kv_head);
   }
 
@@ -147,7 +149,6 @@ class Kvquant final : public Method {
   double outliers_;
   Calib calib_;
   std::shared_ptr<const DumpReader> dump_;
-  mutable std::mutex lock_;
 };
 
 }  // namespace
