@@ -60,12 +60,15 @@ void run(const EvalArgs& a) {
   }
   const std::unique_ptr<DumpReader> reader = open_dump_source(path);
   const DumpInfo& info = reader->info();
-  const EvalShape shape{info.num_layers, info.num_q_heads, info.num_kv_heads, info.head_dim, info.tokens};
+  const EvalShape shape{info.num_layers, info.num_q_heads, info.num_kv_heads,      info.head_dim,
+                        info.tokens,     info.rope_style,  (float)info.rope_theta, info.has_k_pre_rope};
+  const bool pre_rope = info.has_k_pre_rope && eval_needs_k_pre_rope(opt.methods);
   const LayerLoader load = [&](int64_t layer) {
     LayerQKV x;
     x.q = reader->read(layer, Role::Q);
     x.k = reader->read(layer, Role::K);
     x.v = reader->read(layer, Role::V);
+    if (pre_rope) x.k_pre_rope = reader->read(layer, Role::KPreRope);
     return x;
   };
   if (!a.quiet) {

@@ -89,7 +89,16 @@ std::vector<MethodEval> resolve_methods(const std::vector<std::string>& names, c
     } catch (const std::invalid_argument& e) {
       throw std::invalid_argument("--methods '" + name + "': " + e.what());
     }
+    if (m.method->needs_k_pre_rope() && !shape.has_k_pre_rope)
+      throw std::invalid_argument("--methods '" + name +
+                                  "' quantizes keys before RoPE, and the dump has no k_pre_rope: capture it "
+                                  "with `kvlab dump` (the C++ runner always writes it), `kvlab synth "
+                                  "--k-pre-rope`, or kvlab.capture(..., store_pre_rope=True)");
+    if (m.method->needs_k_pre_rope() && shape.rope_style == RopeStyle::None)
+      throw std::invalid_argument("--methods '" + name +
+                                  "' applies RoPE after dequantization, and the dump's rope_style is none");
     m.spec = m.method->spec();
+    m.calibration = m.method->calibration();
     m.bits = m.method->bits(shape.tokens, shape.head_dim);
     m.schedule = m.method->schedule(shape.tokens);
     out.push_back(std::move(m));
@@ -106,6 +115,8 @@ LayerQKV load_layer(const LayerLoader& load, int64_t layer, const EvalShape& sha
   check_tensor(x.q, {Hq, T, D}, layer, "q");
   check_tensor(x.k, {Hkv, T, D}, layer, "k");
   check_tensor(x.v, {Hkv, T, D}, layer, "v");
+  if (shape.has_k_pre_rope && !x.k_pre_rope.shape.empty())
+    check_tensor(x.k_pre_rope, {Hkv, T, D}, layer, "k_pre_rope");
   check_finite(x.q.view(), "eval: layer " + std::to_string(layer) + " q");
   for (int64_t h = 0; h < Hq; ++h) detail::gather_scaled(&x.q.data[h * T * D], pos, D, &x.q.data[h * N * D]);
   x.q.data.resize(Hq * N * D);
@@ -116,8 +127,13 @@ LayerQKV load_layer(const LayerLoader& load, int64_t layer, const EvalShape& sha
 // Phase 3: every method's cache of KV head g, with its reconstruction errors recorded in the
 // method's current layer. Methods run in parallel (core's loops inside run single-threaded
 // then); an exception is rethrown after the loop, the first method's first.
-std::vector<detail::HeadCache> apply_head(std::vector<MethodEval>& methods, int64_t layer, int64_t g,
-                                          const float* k, const float* v, int64_t T, int64_t D) {
+std::vector<detail::HeadCache> apply_head(std::vector<MethodEval>& methods, const EvalShape& shape,
+                                          const LayerQKV& x, int64_t layer, int64_t g) {
+  const int64_t T = shape.tokens, D = shape.head_dim;
+  const float* k = &x.k.data[g * T * D];
+  const float* v = &x.v.data[g * T * D];
+  HeadContext at{layer, g, {}, shape.rope_style, shape.rope_theta};
+  if (!x.k_pre_rope.shape.empty()) at.k_pre_rope = {&x.k_pre_rope.data[g * T * D], DType::F32, {1, T, D}};
   const int M = methods.size();
   // Dumps captured in fp16 hold fp16 values: methods then read fp16 views (the same values,
   // minus a per-element rounding to fp16 in every call).
@@ -133,7 +149,10 @@ std::vector<detail::HeadCache> apply_head(std::vector<MethodEval>& methods, int6
     try {
       MethodEval& m = methods[mi];
       detail::HeadCache& c = caches[mi];
-      c.r = m.method->apply(k_in, v_in, {layer, g});
+      if (m.method->needs_k_pre_rope() && !at.k_pre_rope.data)
+        throw std::invalid_argument("eval: method '" + m.spec +
+                                    "' needs k_pre_rope, which the loader did not read");
+      c.r = m.method->apply(k_in, v_in, at);
       detail::finish_head_cache(k, v, T, D, m.schedule, c);
       LayerEval& le = m.layers.back();
       le.key[g] = c.key;
@@ -201,6 +220,19 @@ void finish(std::vector<MethodEval>& methods) {
 
 }  // namespace
 
+bool eval_needs_k_pre_rope(const std::vector<std::string>& methods) {
+  for (const auto& name : methods) {
+    MethodPtr m;
+    try {
+      m = parse_method(name);
+    } catch (const std::invalid_argument&) {
+      continue;  // evaluate() reports it with the option named
+    }
+    if (m->needs_k_pre_rope()) return true;
+  }
+  return false;
+}
+
 EvalResult evaluate(const EvalShape& shape, const LayerLoader& load, const EvalOptions& opt) {
   const auto t_start = Clock::now();
   const double cpu_start = process_cpu();
@@ -213,7 +245,7 @@ EvalResult evaluate(const EvalShape& shape, const LayerLoader& load, const EvalO
     throw std::invalid_argument("eval: tile sizes must be >= 1 (query_tile " +
                                 std::to_string(opt.tiles.query_tile) + ", key_tile " +
                                 std::to_string(opt.tiles.key_tile) + ")");
-  const int64_t T = shape.tokens, D = shape.head_dim, Hq = shape.num_q_heads, Hkv = shape.num_kv_heads;
+  const int64_t T = shape.tokens, Hq = shape.num_q_heads, Hkv = shape.num_kv_heads;
   res.methods = resolve_methods(opt.methods.empty() ? default_eval_methods() : opt.methods, shape);
   const std::vector<int64_t> pos = select_queries(opt.queries, T);
   res.num_queries = pos.size();
@@ -249,7 +281,7 @@ EvalResult evaluate(const EvalShape& shape, const LayerLoader& load, const EvalO
       std::vector<detail::HeadCache> caches;
       {
         PhaseTimer t(res.times.quantize, res.times.quantize_cpu);
-        caches = apply_head(res.methods, layer, g, &x.k.data[g * T * D], &x.v.data[g * T * D], T, D);
+        caches = apply_head(res.methods, shape, x, layer, g);
       }
       PhaseTimer t(res.times.attention, res.times.attention_cpu);
       score_head(res.methods, caches, x, g, shape, pos, opt.tiles, opt.backend, &res.times.cpu);

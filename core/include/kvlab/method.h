@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "kvlab/rope.h"
 #include "kvlab/spec.h"
 #include "kvlab/tensor.h"
 
@@ -36,9 +37,14 @@ struct Reconstruction {
   Tensor k, v;
 };
 
-// Which KV head is being rebuilt: codebook methods pick their tables by it.
+// Which KV head is being rebuilt: codebook methods pick their tables by it. Methods that
+// quantize keys before RoPE (needs_k_pre_rope) also get this head's pre-RoPE keys (1, T, D) and
+// the RoPE that turns them into k; the others ignore those fields.
 struct HeadContext {
   int64_t layer = 0, kv_head = 0;
+  TensorView k_pre_rope{};  // data null: the caller has none
+  RopeStyle rope_style = RopeStyle::None;
+  float rope_theta = 10000.0f;
 };
 
 // The model a method will serve; a method trained for another model (a codebook file) refuses it.
@@ -88,6 +94,11 @@ class Method {
   virtual const UniformParams* uniform() const { return nullptr; }
   // Files the method reads (vq: its codebook file), so a command never writes over them.
   virtual std::vector<std::string> files() const { return {}; }
+  // What the method learned from (calibration tokens, another dump, a codebook's training
+  // data), stated in every eval report; empty for methods that learn nothing.
+  virtual std::string calibration() const { return {}; }
+  // True when apply needs HeadContext::k_pre_rope (the caller loads the dump's k_pre_rope role).
+  virtual bool needs_k_pre_rope() const { return false; }
 };
 using MethodPtr = std::shared_ptr<const Method>;
 

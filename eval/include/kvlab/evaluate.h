@@ -28,12 +28,23 @@ namespace kvlab {
 
 struct EvalShape {
   int64_t num_layers = 0, num_q_heads = 0, num_kv_heads = 0, head_dim = 0, tokens = 0;
+  // The dump's RoPE and whether it holds k_pre_rope: methods that quantize keys before RoPE
+  // (Method::needs_k_pre_rope) need both.
+  RopeStyle rope_style = RopeStyle::None;
+  float rope_theta = 10000.0f;
+  bool has_k_pre_rope = false;
 };
 
-// One layer: q (num_q_heads, T, D), k and v (num_kv_heads, T, D), fp32.
+// One layer: q (num_q_heads, T, D), k and v (num_kv_heads, T, D), fp32; k_pre_rope (shaped as k)
+// when a method needs it (eval_needs_k_pre_rope), else empty.
 struct LayerQKV {
   Tensor q, k, v;
+  Tensor k_pre_rope{};
 };
+
+// True when one of these methods (names as EvalOptions::methods) quantizes keys before RoPE,
+// so the loader must fill LayerQKV::k_pre_rope.
+bool eval_needs_k_pre_rope(const std::vector<std::string>& methods);
 using LayerLoader = std::function<LayerQKV(int64_t layer)>;
 
 struct EvalProgress {
@@ -65,11 +76,12 @@ struct LayerEval {
 };
 
 struct MethodEval {
-  std::string name;   // as given (preset name or spec string)
-  std::string spec;   // canonical spec string
-  MethodPtr method;   // resolved once, from the method registry (method.h)
-  Bits bits;          // bits per element of a T-token cache, from the method's accounting
-  Schedule schedule;  // quantized token ranges after T tokens
+  std::string name;         // as given (preset name or spec string)
+  std::string spec;         // canonical spec string
+  std::string calibration;  // what the method learned from (Method::calibration), or empty
+  MethodPtr method;         // resolved once, from the method registry (method.h)
+  Bits bits;                // bits per element of a T-token cache, from the method's accounting
+  Schedule schedule;        // quantized token ranges after T tokens
   std::vector<LayerEval> layers;
   ReconStats key, value;  // over all evaluated layers and heads
   AttnStats attn;
