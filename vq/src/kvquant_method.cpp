@@ -3,7 +3,6 @@
 // sparse outliers in both (kvlab/kvquant.h). The levels learn from the first tokens of the dump
 // (not evaluated) or from another dump's k_pre_rope (every token evaluated).
 #include <memory>
-#include <mutex>
 #include <stdexcept>
 
 #include "kvlab/dump.h"
@@ -137,11 +136,9 @@ class Kvquant final : public Method {
     return out;
   }
 
-  // This head's k_pre_rope in the calibration dump. libhdf5 is not thread-safe and eval runs
-  // methods in parallel: one lock for every kvquant method's reads.
+  // This head's k_pre_rope in the calibration dump (the HDF5 reader serializes libhdf5 calls
+  // itself: eval runs methods in parallel).
   Tensor read_calibration(const HeadContext& at) const {
-    static std::mutex lock;
-    std::lock_guard<std::mutex> g(lock);
     return dump_->read_head(at.layer, Role::KPreRope, at.kv_head);
   }
 
