@@ -25,7 +25,7 @@ template <int KB>
 struct StreamGeo {
   static constexpr int TT = stream_tile_tokens(KB);
   static constexpr int TPL = TT / 32;              // key tokens per lane in the logits
-  static constexpr int KROW = KB ? TT * KB / 8 : 0;  // bytes of one channel's codes in a tile (32)
+  static constexpr int KROW = KB ? TT * KB / 8 : 0;  // bytes of one channel's codes in a tile (16)
   static constexpr int KBYTES = KB ? kSD * KROW : TT * kSD * 2;
   static constexpr int VROW = KB ? kSD * KB / 8 : kSD * 2;  // bytes of one token's values
   static constexpr int VBYTES = TT * VROW;
@@ -33,7 +33,7 @@ struct StreamGeo {
   static constexpr int PARAMS = KB ? (kSD + TT) * 8 : 0;
   static constexpr int WARP = 2 * STAGE + TT * kSG * 4 + PARAMS;
   static constexpr int SMEM = kSD * kSG * 4 + kStreamWarps * WARP;
-  static_assert(KB == 0 || TPL * KB == 8, "a lane's key codes of one channel are one byte");
+  static_assert(KB == 0 || TPL * KB == 4, "a lane's key codes of one channel are half a byte");
 };
 
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
@@ -72,6 +72,9 @@ struct StreamWarp {
   float2 *kpar, *vpar;
   int h, lane, mb;
   float m[kSG], l[kSG], acc[kSG][4];  // the lane's channels 4 lane .. 4 lane + 3
+  // fp16 logits: the scaled q of the lane's 16 channels (8 (lane % 8) .. and 64 + 8 (lane % 8) ..)
+  // in registers; read from shared memory per token they saturated the L1/shared pipe (ncu).
+  float qr[KB ? 1 : 64];
 
   __device__ __forceinline__ StreamWarp(const AttnSeq& s, const AttnArgs& args, const float (*q)[kSG],
                                         unsigned char* w, int head)
@@ -82,6 +85,12 @@ struct StreamWarp {
     vpar = kpar + kSD;
     lane = threadIdx.x % 32;
     mb = stream_main_begin(KB, s.S);
+    if constexpr (KB == 0) {
+#pragma unroll
+      for (int x = 0; x < 16; ++x)
+#pragma unroll
+        for (int g = 0; g < kSG; ++g) qr[x * kSG + g] = q[64 * (x / 8) + 8 * (lane & 7) + x % 8][g];
+    }
     for (int g = 0; g < kSG; ++g) {
       m[g] = -__builtin_huge_valf();
       l[g] = 0.0f;
@@ -162,9 +171,9 @@ struct StreamWarp {
       const float4* q4 = reinterpret_cast<const float4*>(sQ);
       for (int j = 0; j < TPL; ++j)
         for (int g = 0; g < kSG; ++g) lg[j][g] = 0.0f;
-#pragma unroll 4
+#pragma unroll 8
       for (int c = 0; c < kSD; ++c) {
-        const uint32_t b = s[c * G::KROW + lane];
+        const uint32_t b = s[c * G::KROW + lane / 2] >> (4 * (lane & 1));
         const float2 p = kpar[c];
         const float4 q = q4[c];
         for (int j = 0; j < TPL; ++j) {
@@ -183,14 +192,17 @@ struct StreamWarp {
       for (int pass = 0; pass < TT / 4; ++pass) {
         const int t = pass * 4 + tq;
         float sg[kSG] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
         for (int half = 0; half < 2; ++half) {
           const uint4 w = *reinterpret_cast<const uint4*>(s + swz(t, part + 8 * half));
           const uint32_t u[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
           for (int i = 0; i < 8; ++i) {
             const int c = 64 * half + 8 * part + i;
             const float k = half_to_float((uint16_t)(i & 1 ? u[i / 2] >> 16 : u[i / 2] & 0xFFFFu));
             if (DBG) dbg_row(dbg_k, t0 + t)[c] = k;
-            for (int g = 0; g < kSG; ++g) sg[g] = __fmaf_rn(sQ[c][g], k, sg[g]);
+#pragma unroll
+            for (int g = 0; g < kSG; ++g) sg[g] = __fmaf_rn(qr[(8 * half + i) * kSG + g], k, sg[g]);
           }
         }
         for (int off = 1; off < 8; off <<= 1)
@@ -205,7 +217,7 @@ struct StreamWarp {
     softmax(lg);
     const unsigned char* sv = s + G::KBYTES;
     const float4* p4 = reinterpret_cast<const float4*>(sP);
-#pragma unroll 2
+#pragma unroll 4
     for (int t = 0; t < TT; ++t) {
       const float4 p = p4[t];
       float v[4];

@@ -67,7 +67,7 @@ const char* launch_decode(const AttnKind& kind, int D, int group, int B, const A
 // The streaming kernel (attn_stream.cuh): D = 128, 4 query heads per KV head, kStreamWarps
 // independent warps per block, each over its own tiles of stream_tile_tokens tokens.
 constexpr int kStreamWarps = 4;
-KV_HD constexpr int stream_tile_tokens(int kbits) { return kbits ? 256 / kbits : 32; }
+KV_HD constexpr int stream_tile_tokens(int kbits) { return kbits ? 128 / kbits : 32; }
 // Tokens of a sequence in the staged tiles: [main_begin, main_begin + stream_main_tokens); the
 // rest (sink, residual, a last partial tile) go token by token.
 KV_HD int stream_main_begin(int kbits, int S) { return kbits ? S : 0; }
