@@ -255,7 +255,8 @@ std::string stream_refusal(const DecodeCache& cache, int Hq) {
   for (const attn::AttnSeq& s : c.seqs) {
     if (!aligned(s.k_fp) || !aligned(s.v_fp)) return "fp16 rows not 16-byte aligned";
     const PackedLayout &kf = s.k.f, &vf = s.v.f;
-    if (kf.T > 0 && (kf.sym || (kf.groups > 1 && kf.G % tt != 0) || kf.row_bytes % 16 != 0 || !aligned(s.k.codes)))
+    if (kf.T > 0 &&
+        (kf.sym || (kf.groups > 1 && kf.G % tt != 0) || kf.row_bytes % 16 != 0 || !aligned(s.k.codes)))
       return "keys: asymmetric, groups a multiple of " + std::to_string(tt) + " tokens, 16-byte rows";
     if (vf.T > 0 && (vf.sym || vf.groups != 1 || vf.row_bytes != 128 * k.vbits / 8 || !aligned(s.v.codes)))
       return "values: one asymmetric group per token";
@@ -277,8 +278,8 @@ std::vector<DecodeShape> decode_shapes(const DecodeCache::Impl& c, DecodeKernel 
     DecodeShape d;
     d.kernel = k;
     d.splits = splits;
-    d.tile_tokens =
-        k == DecodeKernel::Stream ? attn::stream_tile_tokens(c.kind.kbits) : attn::attn_tile_tokens(c.kind.kbits);
+    d.tile_tokens = k == DecodeKernel::Stream ? attn::stream_tile_tokens(c.kind.kbits)
+                                              : attn::attn_tile_tokens(c.kind.kbits);
     if (k == DecodeKernel::Stream)
       d.main_tokens = attn::stream_main_tokens(c.kind.kbits, s.L, (int)s.k.f.T, (int)s.v.f.T);
     out.push_back(d);
@@ -307,7 +308,8 @@ int auto_splits(const DecodeCache& cache, DecodeKernel kernel) {
   return std::max(1, std::min(want, tiles));
 }
 
-DecodeLaunch::DecodeLaunch(const DecodeCache::Impl& c, int Hq, int splits, bool use_stream) : stream(use_stream) {
+DecodeLaunch::DecodeLaunch(const DecodeCache::Impl& c, int Hq, int splits, bool use_stream)
+    : stream(use_stream) {
   if (Hq % c.Hkv != 0)
     throw std::invalid_argument("decode attention: " + std::to_string(Hq) + " query heads for " +
                                 std::to_string(c.Hkv) + " KV heads (want a multiple)");
@@ -327,8 +329,9 @@ DecodeLaunch::DecodeLaunch(const DecodeCache::Impl& c, int Hq, int splits, bool 
 }
 
 void DecodeLaunch::run(const DecodeCache::Impl& c, cudaStream_t s) const {
-  const std::string why = stream ? attn::launch_stream(c.kind, c.B, args, static_cast<float*>(out.p), s)
-                                  : attn::launch_decode(c.kind, c.D, group, c.B, args, static_cast<float*>(out.p), s);
+  const std::string why =
+      stream ? attn::launch_stream(c.kind, c.B, args, static_cast<float*>(out.p), s)
+             : attn::launch_decode(c.kind, c.D, group, c.B, args, static_cast<float*>(out.p), s);
   if (!why.empty()) throw std::invalid_argument("decode attention: " + why);
   cuda_check(cudaGetLastError(), "decode attention launch");
 }

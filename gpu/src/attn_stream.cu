@@ -1,7 +1,7 @@
 // The streaming decode kernels (attn_stream.cuh) of fp16 and kivi-2/4 caches, with and without the
 // debug path that writes every K_hat / V_hat.
-#include "attn_stream.cuh"
 #include "attn_kinds.h"
+#include "attn_stream.cuh"
 
 namespace kvlab::gpu::attn {
 

@@ -24,7 +24,7 @@ constexpr int kSD = 128, kSG = 4;  // head dim, query heads per KV head
 template <int KB>
 struct StreamGeo {
   static constexpr int TT = stream_tile_tokens(KB);
-  static constexpr int TPL = TT / 32;              // key tokens per lane in the logits
+  static constexpr int TPL = TT / 32;                // key tokens per lane in the logits
   static constexpr int KROW = KB ? TT * KB / 8 : 0;  // bytes of one channel's codes in a tile (16)
   static constexpr int KBYTES = KB ? kSD * KROW : TT * kSD * 2;
   static constexpr int VROW = KB ? kSD * KB / 8 : kSD * 2;  // bytes of one token's values
@@ -54,7 +54,8 @@ __device__ __forceinline__ float sdequant(uint32_t code, float s, float z) {
   return __fadd_rn(__fmul_rn(code_float(code), s), z);  // == KvlabRecipe::asym_dequant
 }
 __device__ __forceinline__ float sparam(const void* p, int64_t i, bool half) {
-  return half ? half_to_float(__ldg(static_cast<const uint16_t*>(p) + i)) : __ldg(static_cast<const float*>(p) + i);
+  return half ? half_to_float(__ldg(static_cast<const uint16_t*>(p) + i))
+              : __ldg(static_cast<const float*>(p) + i);
 }
 // fp16 tile rows are 256 bytes: 16-byte chunk ch of row t lives at chunk ch ^ (t & 7), so the 8
 // lanes of a 16-byte load phase (8 rows, same chunk) and a row read by 32 lanes hit distinct banks.
@@ -64,10 +65,11 @@ template <int KB, bool DBG>
 struct StreamWarp {
   using G = StreamGeo<KB>;
   static constexpr int TT = G::TT, TPL = G::TPL;
-  const AttnSeq& sq;  // in shared memory
+  const AttnSeq& sq;     // in shared memory
   float *dbg_k, *dbg_v;  // copied: a reference to the kernel's parameter would put it in local memory
   const float (*sQ)[kSG];
-  unsigned char* base;  // stage i at base + i * STAGE (no array: a dynamic index would put the warp's state in local memory)
+  unsigned char* base;  // stage i at base + i * STAGE (no array: a dynamic index would put the warp's state
+                        // in local memory)
   float (*sP)[kSG];
   float2 *kpar, *vpar;
   int h, lane, mb;
@@ -80,7 +82,7 @@ struct StreamWarp {
                                         unsigned char* w, int head)
       : sq(s), dbg_k(args.dbg_k), dbg_v(args.dbg_v), sQ(q), h(head) {
     base = w;
-    sP = reinterpret_cast<float (*)[kSG]>(w + 2 * G::STAGE);
+    sP = reinterpret_cast<float(*)[kSG]>(w + 2 * G::STAGE);
     kpar = reinterpret_cast<float2*>(w + 2 * G::STAGE + TT * kSG * 4);
     vpar = kpar + kSD;
     lane = threadIdx.x % 32;
@@ -108,7 +110,8 @@ struct StreamWarp {
       constexpr int CK = G::KROW / 16;  // 16-byte chunks per channel row
       const uint8_t* kb = sq.k.codes + (int64_t)h * kSD * kf.row_bytes + (int64_t)r0 * KB / 8;
       for (int j = lane; j < kSD * CK; j += 32)
-        cp_async16(s + (j / CK) * G::KROW + (j % CK) * 16, kb + (int64_t)(j / CK) * kf.row_bytes + (j % CK) * 16);
+        cp_async16(s + (j / CK) * G::KROW + (j % CK) * 16,
+                   kb + (int64_t)(j / CK) * kf.row_bytes + (j % CK) * 16);
       const uint8_t* vb = sq.v.codes + ((int64_t)h * sq.v.f.T + r0) * G::VROW;
       for (int j = lane; j < G::VBYTES / 16; j += 32) cp_async16(s + G::KBYTES + j * 16, vb + j * 16);
     } else {
@@ -254,7 +257,8 @@ struct StreamWarp {
     if (KB > 0 && t >= S && t < S + Kq) {
       const PackedLayout& f = sq.k.f;
       const int64_t r = t - S, row = (int64_t)h * kSD + c;
-      const uint32_t code = (__ldg(sq.k.codes + row * f.row_bytes + r * KB / 8) >> (r * KB % 8)) & ((1u << KB) - 1u);
+      const uint32_t code =
+          (__ldg(sq.k.codes + row * f.row_bytes + r * KB / 8) >> (r * KB % 8)) & ((1u << KB) - 1u);
       const int64_t i = row * f.groups + r / f.G;
       return sdequant(code, sparam(sq.k.scale, i, f.half_params), sparam(sq.k.zero, i, f.half_params));
     }
@@ -266,7 +270,8 @@ struct StreamWarp {
     if (KB > 0 && t >= S && t < S + Vq) {
       const PackedLayout& f = sq.v.f;
       const int64_t row = (int64_t)h * Vq + (t - S);
-      const uint32_t code = (__ldg(sq.v.codes + row * f.row_bytes + c * KB / 8) >> (c * KB % 8)) & ((1u << KB) - 1u);
+      const uint32_t code =
+          (__ldg(sq.v.codes + row * f.row_bytes + c * KB / 8) >> (c * KB % 8)) & ((1u << KB) - 1u);
       const int64_t i = row * f.groups + c / f.G;
       return sdequant(code, sparam(sq.v.scale, i, f.half_params), sparam(sq.v.zero, i, f.half_params));
     }
@@ -340,7 +345,8 @@ __global__ void __launch_bounds__(kStreamWarps * 32) decode_stream(AttnArgs a) {
   cp_async_wait<0>();
   // the rest: chunk r of 32 tokens goes to split r % splits, warp (r / splits) % kStreamWarps
   const int nrest = L - M;
-  for (int r = split + warp * a.splits; r * 32 < nrest; r += a.splits * kStreamWarps) w.rest(r * 32, nrest, M);
+  for (int r = split + warp * a.splits; r * 32 < nrest; r += a.splits * kStreamWarps)
+    w.rest(r * 32, nrest, M);
 
   // merge the warps in warp order into this split's partial (max, sum, unnormalized output)
   float* mo = reinterpret_cast<float*>(wmem);  // [kSG][kSD] then m[kSG], l[kSG]

@@ -14,11 +14,15 @@ TEST(GpuAttention, MatchesReferenceAndCoreBytes) {
   o.small = true;
   const auto rows = validate_attention(o);
   ASSERT_FALSE(rows.empty());
+  int kernels[2] = {0, 0};  // split, stream: both must have run
   for (const auto& r : rows) {
+    ++kernels[r.kernel == "stream"];
     EXPECT_GT(r.hat_bytes, 0) << r.method << " " << r.lengths;
     EXPECT_EQ(r.hat_mismatches, 0) << r.method << " " << r.lengths;
     EXPECT_LE(r.max_err_over_bound, 1.0) << r.method << " " << r.lengths << " max_err " << r.max_err;
   }
+  EXPECT_GT(kernels[0], 0);
+  EXPECT_GT(kernels[1], 0);
 }
 
 // A corrupted cache must fail the check: the bound is not vacuous.

@@ -55,8 +55,8 @@ DecodeKernel parse_decode_kernel(const std::string& s);
 const char* decode_kernel_name(DecodeKernel k);
 
 struct DecodeOptions {
-  int splits = 0;      // splits per sequence (0: enough blocks to fill the GPU)
-  bool debug = false;  // also return every K_hat / V_hat value the kernel computed
+  int splits = 0;                            // splits per sequence (0: enough blocks to fill the GPU)
+  bool debug = false;                        // also return every K_hat / V_hat value the kernel computed
   DecodeKernel kernel = DecodeKernel::Auto;  // Stream: throws where it does not serve
 };
 // How a kernel split its sums for one sequence (decode_error_bound's chain lengths).
