@@ -14,6 +14,12 @@ fi
 if [ "${KVLAB_SKIP_PIP:-0}" != 1 ]; then
   scripts/pip_check.sh
 fi
+# Every libFuzzer target (clang, ASan + UBSan; build-fuzz/) for KVLAB_FUZZ_SECONDS each (default
+# 30), nproc at a time: any crash, sanitizer report, leak or timeout fails (docs/RELIABILITY.md).
+# KVLAB_SKIP_FUZZ=1 skips it.
+if [ "${KVLAB_SKIP_FUZZ:-0}" != 1 ]; then
+  scripts/fuzz.sh "${KVLAB_FUZZ_SECONDS:-30}" "$(nproc)"
+fi
 # The same suite under ASan + UBSan (build-asan/), where KVLAB_SANITIZE=1: its time on the
 # 2-4 core CI machine is not measured yet (docs/RELIABILITY.md), so it is opt-in for now.
 if [ "${KVLAB_SANITIZE:-0}" = 1 ]; then
