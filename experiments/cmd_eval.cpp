@@ -1,7 +1,9 @@
 // kvlab eval [DUMP] [--methods m1,m2,...] [--queries all|last:N|stride:N] [--layers a-b]
 //            [--format table|csv|json] [--out FILE] [--quiet] [--threads N] [--device cpu|cuda]
+//            [--cache-dir DIR]
 // Offline error evaluation of KV-cache methods on a dump (kvlab/evaluate.h). DUMP is a file
-// open_dump reads, or `synthetic:PRESET[:tokens=N,layers=N,seed=N]` to generate one in memory.
+// open_dump reads, or `synthetic:PRESET[:tokens=N,layers=N,seed=N]` to generate one in memory;
+// without one, the reference model's dump, made on first use and cached (reference_dump.h).
 #include <malloc.h>
 #include <unistd.h>
 
@@ -19,13 +21,14 @@
 #include "kvlab/evaluate.h"
 #include "kvlab/kv_text.h"
 #include "kvlab/method.h"
+#include "kvlab/reference_dump.h"
 #include "study_device.h"
 
 namespace kvlab::cli {
 namespace {
 
 struct EvalArgs {
-  std::string dump, queries = "all", layers, format = "table", out, device = "cpu";
+  std::string dump, queries = "all", layers, format = "table", out, device = "cpu", cache_dir;
   std::vector<std::string> methods;
   int threads = 0;
   int64_t query_tile = 64, key_tile = 256;
@@ -47,11 +50,15 @@ void run(const EvalArgs& a) {
   opt.tiles = {a.query_tile, a.key_tile};
 
   // The GPU (the device of this process's local rank) computes the attention units; the CPU
-  // cores apply the methods and load the next layer meanwhile.
+  // cores apply the methods and load the next layer meanwhile. A missing GPU and bad methods
+  // are reported before the default dump is made (seconds, the first time).
   const StudyDevice device = open_study_device(a.device);
   opt.backend = device.backend;
   opt.prefetch = (bool)device.backend;
-  const std::string path = a.dump.empty() ? default_dump_path() : a.dump;
+  for (const std::string& m : opt.methods) parse_method(m);
+  ReferenceDumpOptions ref;
+  ref.cache_dir = a.cache_dir;
+  const std::string path = a.dump.empty() ? default_eval_dump(ref) : a.dump;
   if (!a.out.empty()) {
     std::vector<NamedPath> inputs = dump_inputs(path);
     for (const std::string& m : opt.methods)
@@ -116,8 +123,12 @@ static void add_eval(CLI::App& app) {
                                "outputs, KL, top-8, bits per element");
   add_dump_arg(
       c, a->dump,
-      "dump file (default: the built-in dump, or $KVLAB_DEFAULT_DUMP); or synthetic:PRESET[:tokens=N,"
-      "layers=N,seed=N]");
+      "dump file, or synthetic:PRESET[:tokens=N,layers=N,seed=N] (default: $KVLAB_DEFAULT_DUMP, else the "
+      "reference model data/kvlab-ref-18m on 2048 held-out tokens, made on first use and cached)");
+  c->add_option(
+      "--cache-dir", a->cache_dir,
+      "where the default dump is cached (default: $KVLAB_CACHE_DIR, else $XDG_CACHE_HOME/kvlab, else "
+      "~/.cache/kvlab)");
   c->add_option("--methods", a->methods,
                 "methods, comma-separated presets or specs (default: " + methods + ")");
   add_queries_option(c, a->queries);

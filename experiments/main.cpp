@@ -5,6 +5,7 @@
 
 #include "common.h"
 #include "kvlab/plan.h"
+#include "kvlab/threads.h"
 #include "kvlab/vq_method.h"
 
 int main(int argc, char** argv) {
@@ -17,6 +18,7 @@ int main(int argc, char** argv) {
 #endif
   kvlab::cli::add_all_commands(app);
   try {
+    kvlab::check_default_threads();  // OMP_NUM_THREADS, before any command starts threads
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);

@@ -17,6 +17,7 @@ PACKAGES=(
   libtorch-dev                         # torch.save reader (optional in CMake; ~124 MB download)
   python3-h5py python3-pytest          # h5py reads kvlab's dumps (test); the Python capture hook
   libfaiss-dev                         # optional: k-means benchmark against faiss 1.7.3 (~8 MB; skipped without it)
+  clang libclang-rt-dev                # fuzz/: libFuzzer with ASan + UBSan (scripts/fuzz.sh, run by test.sh)
 )
 
 missing=()

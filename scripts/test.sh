@@ -14,8 +14,17 @@ fi
 if [ "${KVLAB_SKIP_PIP:-0}" != 1 ]; then
   scripts/pip_check.sh
 fi
-# The same suite under ASan + UBSan (build-asan/), where KVLAB_SANITIZE=1: its time on the
-# 2-4 core CI machine is not measured yet (docs/RELIABILITY.md), so it is opt-in for now.
+# Every libFuzzer target (clang, ASan + UBSan; build-fuzz/) for KVLAB_FUZZ_SECONDS each (default
+# 30), nproc at a time: any crash, sanitizer report, leak or timeout fails (docs/RELIABILITY.md).
+# KVLAB_SKIP_FUZZ=1 skips it.
+if [ "${KVLAB_SKIP_FUZZ:-0}" != 1 ]; then
+  scripts/fuzz.sh "${KVLAB_FUZZ_SECONDS:-30}" "$(nproc)"
+fi
+# The same suite under ASan + UBSan (build-asan/), where KVLAB_SANITIZE=1, or only its input
+# parsing and arithmetic parts where KVLAB_SANITIZE=inputs: neither has finished a run yet, so
+# their CI time is not known (docs/RELIABILITY.md) and they stay opt-in.
 if [ "${KVLAB_SANITIZE:-0}" = 1 ]; then
   scripts/sanitize.sh
+elif [ "${KVLAB_SANITIZE:-0}" = inputs ]; then
+  scripts/sanitize.sh --inputs
 fi

@@ -6,6 +6,7 @@
 #include "common.h"
 #include "dumps.h"
 #include "errors.h"
+#include "kvlab/reference_dump.h"
 #include "kvlab/synthetic_dump.h"
 
 namespace kvlab::bind {
@@ -71,6 +72,14 @@ void bind_dumps(py::module_& m) {
 
   m.def("open_dump", &open, py::arg("path"));
   m.def("default_dump_path", &default_dump_path);
+  m.def(
+      "default_eval_dump",
+      [](const std::string& cache_dir) {
+        ReferenceDumpOptions o;
+        o.cache_dir = cache_dir;
+        return default_eval_dump(o);
+      },
+      py::arg("cache_dir"), py::call_guard<py::gil_scoped_release>());
   m.def(
       "synthetic",
       [](const std::string& preset, std::optional<int64_t> tokens, std::optional<int64_t> layers,

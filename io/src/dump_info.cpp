@@ -2,6 +2,7 @@
 #include <cstdlib>
 #include <stdexcept>
 
+#include "dump_hdf5_layout.h"
 #include "kvlab/dump.h"
 #include "readers.h"
 
@@ -75,5 +76,7 @@ std::string default_dump_path() {
   if (const char* env = std::getenv("KVLAB_DEFAULT_DUMP"); env && *env) return env;
   return KVLAB_DEFAULT_DUMP;
 }
+
+int64_t dump_format_version() { return detail::kDumpFormatVersion; }
 
 }  // namespace kvlab

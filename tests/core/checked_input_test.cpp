@@ -50,6 +50,24 @@ TEST(CheckedInput, ThreadCountsAreBounded) {
   EXPECT_EQ(kvlab::resolve_threads(7), 7);
 }
 
+// OMP_NUM_THREADS sets OpenMP's default as omp_set_num_threads does; above the bound, the
+// default (0) is refused where it would be used.
+TEST(CheckedInput, OpenMpDefaultIsBounded) {
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(kvlab::max_threads() + 1);
+  EXPECT_THAT(
+      message_of<std::invalid_argument>([] { kvlab::check_default_threads(); }),
+      HasSubstr("OMP_NUM_THREADS: " + std::to_string(kvlab::max_threads() + 1) + " threads is more than"));
+  EXPECT_THAT(message_of<std::invalid_argument>([] { kvlab::ScopedThreads s(0); }),
+              HasSubstr("OMP_NUM_THREADS"));
+  EXPECT_THAT(message_of<std::invalid_argument>([] { kvlab::resolve_threads(0); }),
+              HasSubstr("OMP_NUM_THREADS"));
+  EXPECT_EQ(kvlab::resolve_threads(3), 3);  // an explicit count does not use the default
+  omp_set_num_threads(kvlab::max_threads());
+  EXPECT_NO_THROW(kvlab::check_default_threads());
+  omp_set_num_threads(saved);
+}
+
 TEST(CheckedInput, RepeatedSpecKeysAreErrorsNamingTheKey) {
   EXPECT_THAT(
       message_of<std::invalid_argument>([] { kvlab::text::split_pairs("bits=2,bits=4", "quantizer spec"); }),

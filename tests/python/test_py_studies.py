@@ -33,10 +33,14 @@ def test_evaluate_equals_cli_json(tmp_path, cli, stories):
     assert {**by_method, "name": "kitty-pro"} == by_name
 
 
-def test_evaluate_defaults_and_layers(cli, stories):
+def test_evaluate_defaults_and_layers(cli):
+    # No dump: both use the reference model's dump, cached ($KVLAB_CACHE_DIR; ctest's fixture
+    # eval_default_dump_make has made it once for the run).
     want = json.loads(cli("eval", "--layers", "1-2", "--queries", "last:40", "--format", "json", "--quiet").stdout)
     got = kvlab.evaluate(layers="1-2", queries="last:40")
     assert without_timing(got) == without_timing(want)
+    assert got["dump"]["path"] == kvlab.default_eval_dump()
+    assert (got["dump"]["num_layers"], got["dump"]["head_dim"], got["dump"]["tokens"]) == (6, 128, 2048)
 
 
 def test_arrays_source_gives_the_dumps_numbers(stories):

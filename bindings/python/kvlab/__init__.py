@@ -19,7 +19,7 @@ import importlib
 
 __all__ = [
     "CopyWarning", "Dump", "DumpWriter", "FileError", "Method", "MissingFileError", "Quantized",
-    "boost_sweep", "canonical_quantizer", "default_dump_path", "evaluate", "families", "has_gpu", "kmeans", "methods", "open_dump",
+    "boost_sweep", "canonical_quantizer", "default_dump_path", "default_eval_dump", "evaluate", "families", "has_gpu", "kmeans", "methods", "open_dump",
     "quantize", "sensitivity", "synthetic", "vq",
 ]
 _SUBMODULES = {"vq", "capture"}

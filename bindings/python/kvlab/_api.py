@@ -134,8 +134,17 @@ def synthetic(preset, *, tokens=None, layers=None, seed=0, k_pre_rope=False):
 
 
 def default_dump_path():
-    """The dump that ships with kvlab (data/stories260K.h5), or $KVLAB_DEFAULT_DUMP."""
+    """The small dump that ships with kvlab (data/stories260K.h5), or $KVLAB_DEFAULT_DUMP: the
+    default of sensitivity, boost_sweep and vq.train."""
     return ext.default_dump_path()
+
+
+def default_eval_dump(cache_dir=None):
+    """The dump evaluate() and ``kvlab eval`` use without one: $KVLAB_DEFAULT_DUMP, else the
+    reference model's (data/kvlab-ref-18m on the first 2048 tokens of its held-out book), made on
+    first use (seconds, without the GIL) and cached in cache_dir (default: $KVLAB_CACHE_DIR,
+    $XDG_CACHE_HOME/kvlab or ~/.cache/kvlab). Returns its path."""
+    return ext.default_eval_dump(os.fspath(cache_dir) if cache_dir is not None else "")
 
 
 class DumpWriter:
@@ -179,12 +188,12 @@ class DumpWriter:
         return False
 
 
-def _as_dump(source):
-    """A Dump from a Dump, a path, None (the shipped dump) or a mapping of q, k, v arrays."""
+def _as_dump(source, default=default_dump_path):
+    """A Dump from a Dump, a path, None (default()'s dump) or a mapping of q, k, v arrays."""
     if isinstance(source, Dump):
         return source
     if source is None:
-        return open_dump(default_dump_path())
+        return open_dump(default())
     if isinstance(source, (str, os.PathLike)):
         return open_dump(source)
     if hasattr(source, "keys"):
@@ -217,12 +226,12 @@ def evaluate(source=None, *, methods=None, queries="all", layers=None, threads=0
     """``kvlab eval --format json`` as Python objects: the same numbers (docs/EVAL_JSON.md),
     as dicts and lists (``pandas.DataFrame(r["methods"])``).
 
-    source: a Dump, a path, None (the shipped dump) or ``{"q": q, "k": k, "v": v}`` arrays of
-    shape (layers, heads, T, D). methods: presets, specs or Method objects (default: eval's
-    list). queries: ``all``, ``last:N`` or ``stride:N``. layers: ``"a-b"`` or ``"a"``.
-    progress: None, a callable(done, total) or True (tqdm). Runs without the GIL; Ctrl-C stops
-    it after the current layer (KeyboardInterrupt)."""
-    d = _as_dump(source)
+    source: a Dump, a path, None (default_eval_dump(): the reference model's dump, made once and
+    cached) or ``{"q": q, "k": k, "v": v}`` arrays of shape (layers, heads, T, D). methods:
+    presets, specs or Method objects (default: eval's list). queries: ``all``, ``last:N`` or
+    ``stride:N``. layers: ``"a-b"`` or ``"a"``. progress: None, a callable(done, total) or True
+    (tqdm). Runs without the GIL; Ctrl-C stops it after the current layer (KeyboardInterrupt)."""
+    d = _as_dump(source, default_eval_dump)
     text = _run(progress, "eval", lambda cb: ext.evaluate_json(
         d, _method_list(methods), queries, layers or "", threads, query_tile, key_tile, cb))
     return json.loads(text)
@@ -264,4 +273,4 @@ def kmeans(x, k, *, iters=20, restarts=1, seed=1234, init="random", max_points_p
 
 
 __all__ += ["methods", "families", "Method", "quantize", "has_gpu", "canonical_quantizer", "open_dump", "synthetic",
-            "default_dump_path", "DumpWriter", "evaluate", "sensitivity", "boost_sweep", "kmeans"]
+            "default_dump_path", "default_eval_dump", "DumpWriter", "evaluate", "sensitivity", "boost_sweep", "kmeans"]

@@ -29,12 +29,27 @@ inline void check_threads(int n, const std::string& option) {
   if (!why.empty()) throw std::invalid_argument(option + ": " + why);
 }
 
+// OpenMP's default count (OMP_NUM_THREADS) is bounded as an asked-for count is: libgomp would
+// try to start that many threads at the first parallel region. Throws std::invalid_argument
+// naming OMP_NUM_THREADS when the default is above max_threads(). (libgomp itself ignores,
+// with its own message, values that are not positive integers.)
+inline void check_default_threads() {
+  const int n = omp_get_max_threads();
+  if (n > max_threads())
+    throw std::invalid_argument(
+        "OMP_NUM_THREADS: " + std::to_string(n) + " threads is more than " + std::to_string(max_threads()) +
+        " (4 x the hardware threads, at least 64, at most 1024); set it lower or unset it");
+}
+
 class ScopedThreads {
  public:
   // n > 0: use n threads inside the scope; n == 0: keep the current setting; see check_threads.
   explicit ScopedThreads(int n) : saved_(omp_get_max_threads()) {
     check_threads(n, "threads");
-    if (n > 0) omp_set_num_threads(n);
+    if (n > 0)
+      omp_set_num_threads(n);
+    else
+      check_default_threads();
   }
   ~ScopedThreads() { omp_set_num_threads(saved_); }
   ScopedThreads(const ScopedThreads&) = delete;
@@ -48,6 +63,7 @@ class ScopedThreads {
 // Threads a parallel region would use for a requested count (0: the current default).
 inline int resolve_threads(int requested) {
   check_threads(requested, "threads");
+  if (requested == 0) check_default_threads();
   return requested > 0 ? requested : omp_get_max_threads();
 }
 

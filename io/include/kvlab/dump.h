@@ -87,8 +87,12 @@ class DumpReader {
 // the accepted layouts and names. Throws std::runtime_error naming the path on any problem.
 std::unique_ptr<DumpReader> open_dump(const std::string& path);
 
-// The dump that ships with kvlab (stories260K, data/stories260K.h5), or $KVLAB_DEFAULT_DUMP.
+// The small dump that ships with kvlab (stories260K, data/stories260K.h5), or $KVLAB_DEFAULT_DUMP:
+// the default of sensitivity, boost-sweep and vq train (eval's is models/reference_dump.h's).
 std::string default_dump_path();
+
+// The HDF5 dump format_version this kvlab writes (docs/DUMP_FORMAT.md).
+int64_t dump_format_version();
 
 // How dumps are written: chunks of (1, chunk_tokens, D), so one head reads alone; with
 // `compress`, byte shuffle + deflate (Huffman-only, compressed in parallel; docs/DUMP_FORMAT.md).
