@@ -13,7 +13,9 @@
 #include "cli_options.h"
 #include "cmd_eval_output.h"
 #include "common.h"
+#include "dist_studies.h"
 #include "kvlab/boost_sweep.h"
+#include "kvlab/dist.h"
 #include "kvlab/svg_plot.h"
 
 namespace kvlab::cli {
@@ -115,7 +117,12 @@ void run(const SweepArgs& a) {
     outputs.push_back({"--out", calib::sibling(a.out, suffix)});
   check_outputs_not_inputs(outputs, dump_inputs(path));
   const auto reader = open_dump_source(path);
-  const SweepResult r = boost_sweep(calib::shape_of(reader->info()), calib::loader(*reader, true), o);
+  const dist::World& w = dist::world();
+  if (w.size > 1) o.progress = nullptr;  // ranks run units, not layers
+  const SweepResult r = w.size > 1
+                            ? sweep_ranks(*reader, calib::shape_of(reader->info()), o)
+                            : boost_sweep(calib::shape_of(reader->info()), calib::loader(*reader, true), o);
+  if (!w.root()) return;  // only rank 0 writes
   write_file_atomically(a.out, rows_csv(r));
   write_file_atomically(calib::sibling(a.out, "_summary.csv"), summary_csv(r));
   write_file_atomically(calib::sibling(a.out, "_score_mse.svg"),

@@ -14,7 +14,9 @@
 #include "cli_options.h"
 #include "cmd_eval_output.h"
 #include "common.h"
+#include "dist_studies.h"
 #include "dump_source.h"
+#include "kvlab/dist.h"
 #include "kvlab/dump.h"
 #include "kvlab/evaluate.h"
 #include "kvlab/kv_text.h"
@@ -62,7 +64,8 @@ void run(const EvalArgs& a) {
     x.v = reader->read(layer, Role::V);
     return x;
   };
-  if (!a.quiet) {
+  const dist::World& w = dist::world();
+  if (!a.quiet && w.size == 1) {  // ranks run units, not layers: no progress lines
     const bool tty = isatty(fileno(stderr));
     opt.progress = [tty](const EvalProgress& p) {
       const double eta = p.elapsed_s / p.layers_done * (p.layers_total - p.layers_done);
@@ -72,7 +75,8 @@ void run(const EvalArgs& a) {
       std::fflush(stderr);
     };
   }
-  const EvalResult r = evaluate(shape, load, opt);
+  const EvalResult r = w.size > 1 ? evaluate_ranks(*reader, shape, opt) : evaluate(shape, load, opt);
+  if (!w.root()) return;  // only rank 0 writes
 
   const ReportSource src{reader->path(), info.model};
   std::string text;
