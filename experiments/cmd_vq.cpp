@@ -10,6 +10,7 @@
 
 #include "cli_options.h"
 #include "common.h"
+#include "dist_studies.h"
 #include "kvlab/codebook_file.h"
 #include "kvlab/dist.h"
 #include "kvlab/dump.h"
@@ -166,7 +167,9 @@ void train(const TrainArgs& a) {
     }
   } else {
     const auto [first, last] = dist::unit_block(units, w.rank, w.size);
+    const EvalShape shape{info.num_layers, info.num_q_heads, H, D, T};
     dist::Writer out;
+    put_plan(out, shape, units);
     for (int64_t u = first; u < last; ++u) {
       const Tensor x = reader->read_head(lr.first + u / H % L, roles[u / (L * H)], u % H);
       const HeadBooks hb = train_head(x.data.data());
@@ -179,6 +182,7 @@ void train(const TrainArgs& a) {
     if (!w.root()) return;  // only rank 0 writes
     for (int k = 0; k < w.size; ++k) {
       dist::Reader in(parts[k], "vq train: results of rank " + std::to_string(k));
+      check_plan(in, shape, units, k, "vq train");
       const auto [b, e] = dist::unit_block(units, k, w.size);
       for (int64_t u = b; u < e; ++u) {
         if (in.get<int64_t>() != u)

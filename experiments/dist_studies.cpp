@@ -22,11 +22,6 @@ double process_cpu() {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-// Rank r's message, named for errors.
-dist::Reader message(const std::vector<std::string>& parts, int r, const char* study) {
-  return dist::Reader(parts[r], std::string(study) + ": results of rank " + std::to_string(r));
-}
-
 void expect_unit(int64_t got, int64_t want, int r, const char* study) {
   if (got != want)
     throw std::runtime_error(std::string(study) + ": rank " + std::to_string(r) + " sent unit " +
@@ -34,6 +29,31 @@ void expect_unit(int64_t got, int64_t want, int r, const char* study) {
 }
 
 }  // namespace
+
+void put_plan(dist::Writer& out, const EvalShape& shape, int64_t units) {
+  const std::string& host = dist::world().host;
+  out.put_vector(std::vector<char>(host.begin(), host.end()));
+  out.put(shape);
+  out.put(units);
+}
+
+void check_plan(dist::Reader& in, const EvalShape& shape, int64_t units, int rank, const std::string& study) {
+  const std::vector<char> host = in.get_vector<char>();
+  const EvalShape s = in.get<EvalShape>();
+  const int64_t n = in.get<int64_t>();
+  auto text = [](const EvalShape& x, int64_t u) {
+    return "(layers " + std::to_string(x.num_layers) + ", q heads " + std::to_string(x.num_q_heads) +
+           ", kv heads " + std::to_string(x.num_kv_heads) + ", head_dim " + std::to_string(x.head_dim) +
+           ", tokens " + std::to_string(x.tokens) + "; " + std::to_string(u) + " units)";
+  };
+  if (s.num_layers != shape.num_layers || s.num_q_heads != shape.num_q_heads ||
+      s.num_kv_heads != shape.num_kv_heads || s.head_dim != shape.head_dim || s.tokens != shape.tokens ||
+      n != units)
+    throw std::runtime_error(study + ": rank " + std::to_string(rank) + " on " +
+                             std::string(host.begin(), host.end()) + " read the dump as " + text(s, n) +
+                             ", rank 0 as " + text(shape, units) +
+                             ": every rank must read the same dump (docs/SCALING.md)");
+}
 
 Tensor read_heads(const DumpReader& reader, int64_t layer, Role role, int64_t first, int64_t n) {
   Tensor out;
@@ -60,6 +80,7 @@ EvalResult evaluate_ranks(const DumpReader& reader, const EvalShape& shape, cons
   const int64_t units = (r.layers.last - r.layers.first + 1) * H * M;
   const auto [first, last] = dist::unit_block(units, w.rank, w.size);
   dist::Writer out;
+  put_plan(out, shape, units);
   for (int64_t u = first; u < last;) {
     const int64_t layer = r.layers.first + u / (H * M), g = u / M % H, end = std::min(last, (u / M + 1) * M);
     std::vector<int> which;
@@ -90,7 +111,8 @@ EvalResult evaluate_ranks(const DumpReader& reader, const EvalShape& shape, cons
   // Wall seconds: the slowest rank's; CPU seconds: summed over ranks.
   EvalTimes sum;
   for (int k = 0; k < w.size; ++k) {
-    dist::Reader in = message(parts, k, "eval");
+    dist::Reader in(parts[k], "eval: results of rank " + std::to_string(k));
+    check_plan(in, shape, units, k, "eval");
     const auto [b, e] = dist::unit_block(units, k, w.size);
     for (int64_t u = b; u < e; ++u) {
       expect_unit(in.get<int64_t>(), u, k, "eval");
@@ -127,6 +149,7 @@ SensitivityResult sensitivity_ranks(const DumpReader& reader, const EvalShape& s
   const int64_t units = (r.layers.last - r.layers.first + 1) * H;
   const auto [first, last] = dist::unit_block(units, w.rank, w.size);
   dist::Writer out;
+  put_plan(out, shape, units);
   double load = 0;
   for (int64_t u = first; u < last; ++u) {
     const int64_t layer = r.layers.first + u / H, g = u % H;
@@ -143,7 +166,8 @@ SensitivityResult sensitivity_ranks(const DumpReader& reader, const EvalShape& s
   const std::vector<std::string> parts = dist::gather_to_root(out.bytes());
   if (!w.root()) return r;
   for (int k = 0; k < w.size; ++k) {
-    dist::Reader in = message(parts, k, "sensitivity");
+    dist::Reader in(parts[k], "sensitivity: results of rank " + std::to_string(k));
+    check_plan(in, shape, units, k, "sensitivity");
     const auto [b, e] = dist::unit_block(units, k, w.size);
     for (int64_t u = b; u < e; ++u) {
       expect_unit(in.get<int64_t>(), u, k, "sensitivity");
@@ -170,6 +194,7 @@ SweepResult sweep_ranks(const DumpReader& reader, const EvalShape& shape, const 
   const int64_t units = (r.layers.last - r.layers.first + 1) * H;
   const auto [first, last] = dist::unit_block(units, w.rank, w.size);
   dist::Writer out;
+  put_plan(out, shape, units);
   for (int64_t u = first; u < last; ++u) {
     const int64_t layer = r.layers.first + u / H, g = u % H;
     LayerQKV x;
@@ -182,7 +207,8 @@ SweepResult sweep_ranks(const DumpReader& reader, const EvalShape& shape, const 
   const std::vector<std::string> parts = dist::gather_to_root(out.bytes());
   if (!w.root()) return std::move(r);
   for (int k = 0; k < w.size; ++k) {
-    dist::Reader in = message(parts, k, "boost-sweep");
+    dist::Reader in(parts[k], "boost-sweep: results of rank " + std::to_string(k));
+    check_plan(in, shape, units, k, "boost-sweep");
     const auto [b, e] = dist::unit_block(units, k, w.size);
     for (int64_t u = b; u < e; ++u) {
       expect_unit(in.get<int64_t>(), u, k, "boost-sweep");

@@ -9,6 +9,7 @@
 #include "kvlab/dump.h"
 #include "kvlab/evaluate.h"
 #include "kvlab/sensitivity.h"
+#include "kvlab/wire.h"
 
 namespace kvlab::cli {
 
@@ -16,6 +17,12 @@ EvalResult evaluate_ranks(const DumpReader& reader, const EvalShape& shape, cons
 SensitivityResult sensitivity_ranks(const DumpReader& reader, const EvalShape& shape,
                                     const SensitivityOptions& o);
 SweepResult sweep_ranks(const DumpReader& reader, const EvalShape& shape, const SweepOptions& o);
+
+// Each rank's message starts with its view of the job: host, the dump's shape, the unit count.
+// check_plan (rank 0) refuses a rank that saw another shape (a stale copy of the dump on its
+// node, other options), naming the rank and its host.
+void put_plan(dist::Writer& out, const EvalShape& shape, int64_t units);
+void check_plan(dist::Reader& in, const EvalShape& shape, int64_t units, int rank, const std::string& study);
 
 // Heads [first, first + n) of one layer and role, stacked (n, T, D), each read alone.
 Tensor read_heads(const DumpReader& reader, int64_t layer, Role role, int64_t first, int64_t n);
