@@ -17,6 +17,7 @@ PACKAGES=(
   libtorch-dev                         # torch.save reader (optional in CMake; ~124 MB download)
   python3-h5py python3-pytest          # h5py reads kvlab's dumps (test); the Python capture hook
   libfaiss-dev                         # optional: k-means benchmark against faiss 1.7.3 (~8 MB; skipped without it)
+  libopenmpi-dev openmpi-bin           # optional: studies over MPI ranks (docs/SCALING.md; ctest cli_mpi skips without)
 )
 
 missing=()
