@@ -13,7 +13,9 @@
 #include "cli_options.h"
 #include "cmd_eval_output.h"
 #include "common.h"
+#include "dist_studies.h"
 #include "kvlab/boost_sweep.h"
+#include "kvlab/dist.h"
 #include "kvlab/svg_plot.h"
 #include "study_device.h"
 
@@ -118,7 +120,12 @@ void run(const SweepArgs& a) {
   const StudyDevice device = open_study_device(a.device);
   o.backend = device.backend;
   const auto reader = open_dump_source(path);
-  const SweepResult r = boost_sweep(calib::shape_of(reader->info()), calib::loader(*reader, true), o);
+  const dist::World& w = dist::world();
+  if (w.size > 1) o.progress = nullptr;  // ranks run units, not layers
+  const SweepResult r = w.size > 1
+                            ? sweep_ranks(*reader, calib::shape_of(reader->info()), o)
+                            : boost_sweep(calib::shape_of(reader->info()), calib::loader(*reader, true), o);
+  if (!w.root()) return;  // only rank 0 writes
   if (device.summary && !a.quiet) std::fprintf(stderr, "boost-sweep: %s\n", device.summary().c_str());
   write_file_atomically(a.out, rows_csv(r));
   write_file_atomically(calib::sibling(a.out, "_summary.csv"), summary_csv(r));

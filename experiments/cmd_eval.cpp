@@ -16,7 +16,9 @@
 #include "cli_options.h"
 #include "cmd_eval_output.h"
 #include "common.h"
+#include "dist_studies.h"
 #include "dump_source.h"
+#include "kvlab/dist.h"
 #include "kvlab/dump.h"
 #include "kvlab/evaluate.h"
 #include "kvlab/kv_text.h"
@@ -78,7 +80,8 @@ void run(const EvalArgs& a) {
     if (pre_rope) x.k_pre_rope = reader->read(layer, Role::KPreRope);
     return x;
   };
-  if (!a.quiet) {
+  const dist::World& w = dist::world();
+  if (!a.quiet && w.size == 1) {  // ranks run units, not layers: no progress lines
     const bool tty = isatty(fileno(stderr));
     opt.progress = [tty](const EvalProgress& p) {
       const double eta = p.elapsed_s / p.layers_done * (p.layers_total - p.layers_done);
@@ -88,7 +91,8 @@ void run(const EvalArgs& a) {
       std::fflush(stderr);
     };
   }
-  const EvalResult r = evaluate(shape, load, opt);
+  const EvalResult r = w.size > 1 ? evaluate_ranks(*reader, shape, opt) : evaluate(shape, load, opt);
+  if (!w.root()) return;  // only rank 0 writes
   if (device.summary && !a.quiet)
     std::fprintf(stderr, "eval: %s; load wait %.2f s, quantize %.2f s, total %.2f s\n",
                  device.summary().c_str(), r.times.load, r.times.quantize, r.times.total);

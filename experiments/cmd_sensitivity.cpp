@@ -11,6 +11,8 @@
 #include "cli_options.h"
 #include "cmd_eval_output.h"
 #include "common.h"
+#include "dist_studies.h"
+#include "kvlab/dist.h"
 #include "kvlab/sensitivity.h"
 #include "kvlab/svg_plot.h"
 
@@ -87,8 +89,12 @@ void run(const SensArgs& a) {
                             {"--out", calib::sibling(a.out, "_heatmap.svg")}},
                            dump_inputs(path));
   const auto reader = open_dump_source(path);
+  const dist::World& w = dist::world();
+  if (w.size > 1) o.progress = nullptr;  // ranks run units, not layers
   const SensitivityResult r =
-      channel_sensitivity(calib::shape_of(reader->info()), calib::loader(*reader, false), o);
+      w.size > 1 ? sensitivity_ranks(*reader, calib::shape_of(reader->info()), o)
+                 : channel_sensitivity(calib::shape_of(reader->info()), calib::loader(*reader, false), o);
+  if (!w.root()) return;  // only rank 0 writes
   write_file_atomically(a.out, rows_csv(r));
   write_file_atomically(calib::sibling(a.out, "_ranking.csv"), ranking_csv(r));
   write_file_atomically(calib::sibling(a.out, "_heatmap.svg"), heatmap(r, calib::base_name(reader->path())));

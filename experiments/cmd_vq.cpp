@@ -1,6 +1,7 @@
 // kvlab vq train [DUMP] --spec CQ-4c8b [--role k|v|kv] [--iters 20] [--init kmeans++] [--seed 0]
 //                [--layers a-b] [--device cpu|cuda] --out CB.h5
 // kvlab vq reorder CB.h5 [--dump DUMP] --reg-bytes N --smem-bytes M [--device cpu|cuda] [--out CB2.h5]
+// Under mpirun/srun, train spreads its (role, layer, KV head) units over the ranks (docs/SCALING.md).
 // --device cuda: the GPU k-means (gpu/src/kmeans.cu) from the CPU's starts, and the GPU's codes
 // and counts for reorder; both give the CPU's results bit for bit (kvlab-gpu-kmeans --validate).
 #include <chrono>
@@ -9,12 +10,15 @@
 
 #include "cli_options.h"
 #include "common.h"
+#include "dist_studies.h"
 #include "kvlab/codebook_file.h"
+#include "kvlab/dist.h"
 #include "kvlab/dump.h"
 #include "kvlab/path_checks.h"
 #include "kvlab/selection.h"
 #include "kvlab/vq.h"
 #include "kvlab/vq_reorder.h"
+#include "kvlab/wire.h"
 #ifdef KVLAB_HAVE_GPU_KMEANS
 #include "kvlab_gpu/kmeans.h"
 #endif
@@ -92,6 +96,12 @@ std::vector<int64_t> gpu_usage(const VQCodebooks& cb, const float* x, int64_t T)
 }
 #endif
 
+// One (role, layer, KV head) trained: its codebooks and the squared error of its reconstruction.
+struct HeadBooks {
+  std::vector<float> books;
+  double sq = 0, ref = 0;
+};
+
 struct TrainArgs {
   std::string dump, spec = "CQ-4c8b", role = "kv", init = "kmeans++", layers, out, device = "cpu";
   int iters = 20, threads = 0;
@@ -128,28 +138,69 @@ void train(const TrainArgs& a) {
   f.model = info.model;
   f.source = "kvlab vq train " + path + " --spec " + f.spec + " --role " + a.role + " --iters " +
              std::to_string(a.iters) + " --init " + a.init + " --seed " + std::to_string(a.seed);
-  const int64_t T = info.tokens, D = info.head_dim;
-  double sq = 0, ref = 0;
-  for (Role role : parse_roles(a.role)) {
-    f.roles.push_back(to_string(role));
-    std::vector<float> books;
-    for (int64_t l = lr.first; l <= lr.last; ++l) {
-      const Tensor x = reader->read(l, role);
-      for (int64_t h = 0; h < info.num_kv_heads; ++h) {
-        const float* xh = &x.data[h * T * D];
+  const int64_t T = info.tokens, D = info.head_dim, H = info.num_kv_heads, L = f.num_layers;
+  // One unit per (role, layer, KV head), in file order; codebooks per head are independent.
+  const auto train_head = [&](const float* xh) {
+    HeadBooks hb;
 #ifdef KVLAB_HAVE_GPU_KMEANS
-        const VQCodebooks cb =
-            a.device == "cuda" ? vq_train(xh, T, D, spec, p, gpu_kmeans_batch) : vq_train(xh, T, D, spec, p);
+    const VQCodebooks cb =
+        a.device == "cuda" ? vq_train(xh, T, D, spec, p, gpu_kmeans_batch) : vq_train(xh, T, D, spec, p);
 #else
-        const VQCodebooks cb = vq_train(xh, T, D, spec, p);
+    const VQCodebooks cb = vq_train(xh, T, D, spec, p);
 #endif
-        books.insert(books.end(), cb.data.begin(), cb.data.end());
-        const auto xhat = vq_decode(cb, vq_encode(cb, xh, T, a.threads).data(), T);
-        for (int64_t i = 0; i < T * D; ++i) {
-          sq += (double)(xh[i] - xhat[i]) * (xh[i] - xhat[i]);
-          ref += (double)xh[i] * xh[i];
-        }
+    hb.books = cb.data;
+    const auto xhat = vq_decode(cb, vq_encode(cb, xh, T, a.threads).data(), T);
+    for (int64_t i = 0; i < T * D; ++i) {
+      hb.sq += (double)(xh[i] - xhat[i]) * (xh[i] - xhat[i]);
+      hb.ref += (double)xh[i] * xh[i];
+    }
+    return hb;
+  };
+  const std::vector<Role> roles = parse_roles(a.role);
+  const int64_t units = (int64_t)roles.size() * L * H;
+  std::vector<HeadBooks> done(units);
+  const dist::World& w = dist::world();
+  if (w.size == 1) {
+    for (int64_t u = 0; u < units; u += H) {  // a whole layer at a time
+      const Tensor x = reader->read(lr.first + u / H % L, roles[u / (L * H)]);
+      for (int64_t h = 0; h < H; ++h) done[u + h] = train_head(&x.data[h * T * D]);
+    }
+  } else {
+    const auto [first, last] = dist::unit_block(units, w.rank, w.size);
+    const EvalShape shape{info.num_layers, info.num_q_heads, H, D, T};
+    dist::Writer out;
+    put_plan(out, shape, units);
+    for (int64_t u = first; u < last; ++u) {
+      const Tensor x = reader->read_head(lr.first + u / H % L, roles[u / (L * H)], u % H);
+      const HeadBooks hb = train_head(x.data.data());
+      out.put(u);
+      out.put_vector(hb.books);
+      out.put(hb.sq);
+      out.put(hb.ref);
+    }
+    const std::vector<std::string> parts = dist::gather_to_root(out.bytes());
+    if (!w.root()) return;  // only rank 0 writes
+    for (int k = 0; k < w.size; ++k) {
+      dist::Reader in(parts[k], "vq train: results of rank " + std::to_string(k));
+      check_plan(in, shape, units, k, "vq train");
+      const auto [b, e] = dist::unit_block(units, k, w.size);
+      for (int64_t u = b; u < e; ++u) {
+        if (in.get<int64_t>() != u)
+          throw std::runtime_error("vq train: rank " + std::to_string(k) + " sent the wrong unit");
+        done[u].books = in.get_vector<float>();
+        done[u].sq = in.get<double>();
+        done[u].ref = in.get<double>();
       }
+    }
+  }
+  double sq = 0, ref = 0;  // summed in unit order, per unit sums first, for any rank count
+  for (size_t ri = 0; ri < roles.size(); ++ri) {
+    f.roles.push_back(to_string(roles[ri]));
+    std::vector<float> books;
+    for (int64_t u = ri * L * H; u < (int64_t)(ri + 1) * L * H; ++u) {
+      books.insert(books.end(), done[u].books.begin(), done[u].books.end());
+      sq += done[u].sq;
+      ref += done[u].ref;
     }
     f.books.push_back(std::move(books));
     f.usage.emplace_back();

@@ -4,6 +4,7 @@
 #include <exception>
 
 #include "common.h"
+#include "kvlab/dist.h"
 #include "kvlab/plan.h"
 #include "kvlab/threads.h"
 #include "kvlab/vq_method.h"
@@ -23,6 +24,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   } catch (const std::exception& e) {
+    // Under mpirun/srun: name the rank and host, and end every rank (no partial output).
+    if (kvlab::dist::world().size > 1) kvlab::dist::abort_job(e.what());
     std::fprintf(stderr, "kvlab: error: %s\n", e.what());
     return 1;
   }

@@ -18,6 +18,7 @@ PACKAGES=(
   python3-h5py python3-pytest          # h5py reads kvlab's dumps (test); the Python capture hook
   libfaiss-dev                         # optional: k-means benchmark against faiss 1.7.3 (~8 MB; skipped without it)
   clang libclang-rt-dev                # fuzz/: libFuzzer with ASan + UBSan (scripts/fuzz.sh, run by test.sh)
+  libopenmpi-dev openmpi-bin           # optional: studies over MPI ranks (docs/SCALING.md; ctest cli_mpi skips without)
 )
 
 missing=()

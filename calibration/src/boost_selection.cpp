@@ -67,7 +67,8 @@ std::vector<Selector> parse_selectors(const std::string& list) {
 }
 
 std::vector<int32_t> select_boost_channels(Selector s, const Tensor& keys, int64_t G, int64_t k,
-                                           uint64_t seed, const std::vector<double>& static_scores) {
+                                           uint64_t seed, const std::vector<double>& static_scores,
+                                           int64_t first_head) {
   if (keys.shape.size() != 3) throw std::invalid_argument("select_boost_channels: keys must be (H, n, D)");
   const int64_t H = keys.shape[0], n = keys.shape[1], D = keys.shape[2];
   if (G < 1 || n % G != 0)
@@ -90,7 +91,7 @@ std::vector<int32_t> select_boost_channels(Selector s, const Tensor& keys, int64
         top_channels(&static_scores[h * D], D, k, row);
       } else if (s == Selector::Random) {
         // one stream per (seed, head, page): a page's choice does not depend on the others
-        std::seed_seq seq{(uint32_t)seed, (uint32_t)(seed >> 32), (uint32_t)h, (uint32_t)p};
+        std::seed_seq seq{(uint32_t)seed, (uint32_t)(seed >> 32), (uint32_t)(first_head + h), (uint32_t)p};
         std::mt19937_64 rng(seq);
         std::vector<int32_t> c(D);
         std::iota(c.begin(), c.end(), 0);

@@ -64,12 +64,6 @@ std::vector<double> prefix_magnitude(const LayerQKV& x, const UniformParams& m, 
   return score;
 }
 
-struct Run {
-  Selector selector;
-  double rate;
-  int seed;
-};
-
 }  // namespace
 
 std::vector<double> parse_rates(const std::string& list) {
@@ -130,10 +124,11 @@ std::vector<SweepSummary> summarize(const std::vector<SweepRow>& rows) {
   return out;
 }
 
-SweepResult boost_sweep(const EvalShape& shape, const LayerLoader& load, const SweepOptions& o) {
-  const auto t0 = std::chrono::steady_clock::now();
+SweepPlan sweep_plan(const EvalShape& shape, const SweepOptions& o) {
   const int64_t T = shape.tokens, D = shape.head_dim;
-  const MethodPtr base = parse_method(o.method);
+  SweepPlan plan;
+  plan.base = parse_method(o.method);
+  const MethodPtr& base = plan.base;
   if (base->family() != "kitty") fail("--method " + o.method + " is not a kitty method");
   const UniformParams& m = *base->uniform();
   if (o.rates.empty()) fail("--rates is empty");
@@ -146,81 +141,94 @@ SweepResult boost_sweep(const EvalShape& shape, const LayerLoader& load, const S
     fail(std::to_string(T) + " tokens hold no whole key page of group " + std::to_string(m.group) +
          " after sink " + std::to_string(m.sink) + " (need T >= " + std::to_string(m.sink + m.group) +
          "): every selector would be the same");
-  SweepResult res;
+  SweepResult& res = plan.result;
   res.shape = shape;
   res.method = base->spec();
   res.layers = resolve_layers(o.layers, shape.num_layers);
-  const bool oracle =
-      std::find(o.selectors.begin(), o.selectors.end(), Selector::Oracle) != o.selectors.end();
-  const bool prefix_mag =
+  plan.oracle = std::find(o.selectors.begin(), o.selectors.end(), Selector::Oracle) != o.selectors.end();
+  plan.prefix_magnitude =
       std::find(o.selectors.begin(), o.selectors.end(), Selector::PrefixMagnitude) != o.selectors.end();
   res.calib_tokens = o.calib_tokens > 0 ? o.calib_tokens : T / 2;
   if (res.calib_tokens >= T)
     fail("--calib-tokens " + std::to_string(res.calib_tokens) + " leaves no token to evaluate");
-  if ((oracle || prefix_mag) && res.calib_tokens < (int64_t)m.sink + m.group)
+  if ((plan.oracle || plan.prefix_magnitude) && res.calib_tokens < (int64_t)m.sink + m.group)
     fail("--calib-tokens " + std::to_string(res.calib_tokens) +
          " holds no key group for the static selectors (need >= sink " + std::to_string(m.sink) +
          " + group " + std::to_string(m.group) + ")");
   QuerySelection qsel = o.queries;
   if (qsel.mode == QuerySelection::Mode::Last && qsel.n == 0)
     qsel.n = std::min<int64_t>(256, T - res.calib_tokens);
-  std::vector<int64_t> positions = select_queries(qsel, T);
-  if (positions.front() < res.calib_tokens)
-    fail("--queries " + to_string(qsel) + " starts at position " + std::to_string(positions.front()) +
+  plan.positions = select_queries(qsel, T);
+  if (plan.positions.front() < res.calib_tokens)
+    fail("--queries " + to_string(qsel) + " starts at position " + std::to_string(plan.positions.front()) +
          ", inside the calibration prefix of " + std::to_string(res.calib_tokens) +
          " tokens (--calib-tokens)");
-  res.num_queries = (int64_t)positions.size();
-  res.first_query = positions.front();
-  ScopedThreads threads(o.threads);
-
-  std::vector<Run> runs;
+  res.num_queries = (int64_t)plan.positions.size();
+  res.first_query = plan.positions.front();
   for (Selector s : o.selectors)
     for (double r : o.rates) {
       if (s == Selector::Random)
-        for (int seed = 0; seed < o.seeds; ++seed) runs.push_back({s, r, seed});
+        for (int seed = 0; seed < o.seeds; ++seed) res.rows.push_back({s, r, seed, 0, {}, {}});
       else
-        runs.push_back({s, r, -1});
+        res.rows.push_back({s, r, -1, 0, {}, {}});
     }
-  res.rows.resize(runs.size());
-  std::vector<MethodPtr> at_rate(runs.size());
-  for (size_t i = 0; i < runs.size(); ++i) {
-    at_rate[i] = kitty_with_boost(*base, runs[i].rate);
-    res.rows[i] = {runs[i].selector,      runs[i].rate, runs[i].seed, boost_count((int)D, runs[i].rate), {},
-                   at_rate[i]->bits(T, D)};
+  for (SweepRow& row : res.rows) {
+    plan.at_rate.push_back(kitty_with_boost(*base, row.rate));
+    row.boost_k = boost_count((int)D, row.rate);
+    row.bits = plan.at_rate.back()->bits(T, D);
   }
-  for (int64_t l = res.layers.first; l <= res.layers.last; ++l) {
-    const LayerQKV x = load(l);
-    const std::vector<double> scores =
-        oracle ? oracle_scores(x, m, res.calib_tokens, o.calib_queries, o.threads) : std::vector<double>{};
-    const std::vector<double> mags =
-        prefix_mag ? prefix_magnitude(x, m, res.calib_tokens) : std::vector<double>{};
-    const Tensor range = token_slice(x.k, sched.key_begin, sched.key_end);
-    for (size_t b = 0; b < runs.size(); b += kCacheBatch) {
-      const size_t e = std::min(runs.size(), b + kCacheBatch);
-      std::vector<Reconstruction> caches;
-      for (size_t i = b; i < e; ++i) {
-        const Method& mr = *at_rate[i];
-        if (runs[i].selector ==
-            Selector::Magnitude) {  // core's own ranking: the paper's method, byte for byte
-          caches.push_back(mr.apply(x.k.view(), x.v.view()));
-        } else {
-          const std::vector<int32_t> ch = select_boost_channels(
-              runs[i].selector, range, m.group, res.rows[i].boost_k, (uint64_t)runs[i].seed,
-              runs[i].selector == Selector::Oracle ? scores : mags);
-          caches.push_back(apply_kitty(mr, x.k.view(), x.v.view(), ch));
-        }
+  return plan;
+}
+
+std::vector<std::vector<AttnStats>> sweep_heads(const SweepPlan& plan, const LayerQKV& x, int64_t first_head,
+                                                const SweepOptions& o) {
+  const SweepResult& res = plan.result;
+  const UniformParams& m = *plan.base->uniform();
+  const Schedule sched = plan.base->schedule(res.shape.tokens);
+  const std::vector<double> scores =
+      plan.oracle ? oracle_scores(x, m, res.calib_tokens, o.calib_queries, o.threads) : std::vector<double>{};
+  const std::vector<double> mags =
+      plan.prefix_magnitude ? prefix_magnitude(x, m, res.calib_tokens) : std::vector<double>{};
+  const Tensor range = token_slice(x.k, sched.key_begin, sched.key_end);
+  const size_t R = res.rows.size();
+  std::vector<std::vector<AttnStats>> out(R);
+  for (size_t b = 0; b < R; b += kCacheBatch) {
+    const size_t e = std::min(R, b + kCacheBatch);
+    std::vector<Reconstruction> caches;
+    for (size_t i = b; i < e; ++i) {
+      const Method& mr = *plan.at_rate[i];
+      const SweepRow& row = res.rows[i];
+      if (row.selector == Selector::Magnitude) {  // core's own ranking: the paper's method, byte for byte
+        caches.push_back(mr.apply(x.k.view(), x.v.view()));
+      } else {
+        const std::vector<int32_t> ch =
+            select_boost_channels(row.selector, range, m.group, row.boost_k, (uint64_t)row.seed,
+                                  row.selector == Selector::Oracle ? scores : mags, first_head);
+        caches.push_back(apply_kitty(mr, x.k.view(), x.v.view(), ch));
       }
-      const auto err = attention_errors(x.q.view(), x.k.view(), x.v.view(), caches, positions, o.backend);
-      for (size_t i = b; i < e; ++i)
-        for (const AttnStats& a : err[i - b]) res.rows[i].attn.merge(a);
     }
+    auto err = attention_errors(x.q.view(), x.k.view(), x.v.view(), caches, plan.positions, o.backend);
+    for (size_t i = b; i < e; ++i) out[i] = std::move(err[i - b]);
+  }
+  return out;
+}
+
+SweepResult boost_sweep(const EvalShape& shape, const LayerLoader& load, const SweepOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  SweepPlan plan = sweep_plan(shape, o);
+  SweepResult& res = plan.result;
+  ScopedThreads threads(o.threads);
+  for (int64_t l = res.layers.first; l <= res.layers.last; ++l) {
+    const std::vector<std::vector<AttnStats>> err = sweep_heads(plan, load(l), 0, o);
+    for (size_t i = 0; i < res.rows.size(); ++i)
+      for (const AttnStats& a : err[i]) res.rows[i].attn.merge(a);
     if (o.progress)
       o.progress({l - res.layers.first + 1, res.layers.last - res.layers.first + 1,
                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()});
   }
   res.summary = summarize(res.rows);
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return res;
+  return std::move(res);
 }
 
 }  // namespace kvlab

@@ -149,17 +149,34 @@ std::vector<RankingRow> rank_layer(const std::vector<SensitivityRow>& rows, int6
   return out;
 }
 
-SensitivityResult channel_sensitivity(const EvalShape& shape, const LayerLoader& load,
-                                      const SensitivityOptions& o) {
-  const auto t0 = std::chrono::steady_clock::now();
+SensitivityResult sensitivity_plan(const EvalShape& shape, const SensitivityOptions& o) {
   check_options(o, shape.tokens);
   SensitivityResult r;
   r.shape = shape;
   r.layers = resolve_layers(o.layers, shape.num_layers);
-  const std::vector<int64_t> positions = select_queries(o.queries, shape.tokens);
-  r.num_queries = (int64_t)positions.size();
+  r.num_queries = (int64_t)select_queries(o.queries, shape.tokens).size();
   r.key_begin = std::min<int64_t>(o.sink, shape.tokens);
   r.key_end = r.key_begin + (shape.tokens - r.key_begin) / o.group * o.group;
+  return r;
+}
+
+void head_sensitivity(int64_t layer, int64_t g, const Tensor& q, const Tensor& k,
+                      const std::vector<int64_t>& positions, const SensitivityOptions& o,
+                      std::vector<SensitivityRow>& rows) {
+  const size_t first = rows.size();
+  const int64_t group = q.shape[0];
+  layer_sensitivity(layer, q, k, positions, o, rows);
+  for (size_t i = first; i < rows.size(); ++i) {
+    rows[i].kv_head += g;
+    rows[i].q_head += g * group;
+  }
+}
+
+SensitivityResult channel_sensitivity(const EvalShape& shape, const LayerLoader& load,
+                                      const SensitivityOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  SensitivityResult r = sensitivity_plan(shape, o);
+  const std::vector<int64_t> positions = select_queries(o.queries, shape.tokens);
   for (int64_t l = r.layers.first; l <= r.layers.last; ++l) {
     const auto tl = std::chrono::steady_clock::now();
     const LayerQKV x = load(l);

@@ -124,17 +124,17 @@ LayerQKV load_layer(const LayerLoader& load, int64_t layer, const EvalShape& sha
   return x;
 }
 
-// Phase 3: every method's cache of KV head g, with its reconstruction errors recorded in the
-// method's current layer. Methods run in parallel (core's loops inside run single-threaded
+// Phase 3: the cache of KV head g for each method of `which` (indices into methods), with its
+// reconstruction errors recorded in the method's slot of `layer`. k_pre_rope: the head's keys
+// before RoPE (T, D), or null. Methods run in parallel (core's loops inside run single-threaded
 // then); an exception is rethrown after the loop, the first method's first.
-std::vector<detail::HeadCache> apply_head(std::vector<MethodEval>& methods, const EvalShape& shape,
-                                          const LayerQKV& x, int64_t layer, int64_t g) {
+std::vector<detail::HeadCache> apply_head(std::vector<MethodEval>& methods, const std::vector<int>& which,
+                                          int64_t li, int64_t layer, int64_t g, const float* k,
+                                          const float* v, const float* k_pre_rope, const EvalShape& shape) {
   const int64_t T = shape.tokens, D = shape.head_dim;
-  const float* k = &x.k.data[g * T * D];
-  const float* v = &x.v.data[g * T * D];
   HeadContext at{layer, g, {}, shape.rope_style, shape.rope_theta};
-  if (!x.k_pre_rope.shape.empty()) at.k_pre_rope = {&x.k_pre_rope.data[g * T * D], DType::F32, {1, T, D}};
-  const int M = methods.size();
+  if (k_pre_rope) at.k_pre_rope = {k_pre_rope, DType::F32, {1, T, D}};
+  const int M = which.size();
   // Dumps captured in fp16 hold fp16 values: methods then read fp16 views (the same values,
   // minus a per-element rounding to fp16 in every call).
   const detail::HalfCopies half = detail::half_copies(k, v, T * D);
@@ -145,20 +145,20 @@ std::vector<detail::HeadCache> apply_head(std::vector<MethodEval>& methods, cons
   std::vector<detail::HeadCache> caches(M);
   std::vector<std::exception_ptr> errors(M);
 #pragma omp parallel for schedule(dynamic, 1)
-  for (int mi = 0; mi < M; ++mi) {
+  for (int i = 0; i < M; ++i) {
     try {
-      MethodEval& m = methods[mi];
-      detail::HeadCache& c = caches[mi];
+      MethodEval& m = methods[which[i]];
+      detail::HeadCache& c = caches[i];
       if (m.method->needs_k_pre_rope() && !at.k_pre_rope.data)
         throw std::invalid_argument("eval: method '" + m.spec +
                                     "' needs k_pre_rope, which the loader did not read");
       c.r = m.method->apply(k_in, v_in, at);
       detail::finish_head_cache(k, v, T, D, m.schedule, c);
-      LayerEval& le = m.layers.back();
+      LayerEval& le = m.layers[li];
       le.key[g] = c.key;
       le.value[g] = c.value;
     } catch (...) {
-      errors[mi] = std::current_exception();
+      errors[i] = std::current_exception();
     }
   }
   for (const auto& e : errors)
@@ -166,26 +166,29 @@ std::vector<detail::HeadCache> apply_head(std::vector<MethodEval>& methods, cons
   return caches;
 }
 
-// Phase 4: attention of KV head g's query heads against the reference and every method that
-// changed the cache, accumulated into the methods' current layer. The reference runs even when
-// no method needs computing: its ||O|| enters the identical methods' relative error (0 / ||O||).
-void score_head(std::vector<MethodEval>& methods, const std::vector<detail::HeadCache>& caches,
-                const LayerQKV& x, int64_t g, const EvalShape& shape, const std::vector<int64_t>& pos,
+// Phase 4: attention of KV head g's query heads (q: (group, N, D), selected and scaled) against
+// the reference and each method of `which` that changed the cache, into the methods' slot of
+// layer li. The reference runs even when no method needs computing: its ||O|| enters the
+// identical methods' relative error (0 / ||O||). A method's sums do not depend on which other
+// methods share the pass (each has its own accumulators), so units may be split by method.
+void score_head(std::vector<MethodEval>& methods, const std::vector<int>& which,
+                const std::vector<detail::HeadCache>& caches, int64_t li, int64_t g, const float* q,
+                const float* k, const float* v, const EvalShape& shape, const std::vector<int64_t>& pos,
                 const AttentionTiles& tiles, const AttentionBackend& backend, AttentionTimes* times) {
-  const int64_t T = shape.tokens, D = shape.head_dim, N = pos.size();
+  const int64_t D = shape.head_dim, N = pos.size();
   const int64_t group = shape.num_q_heads / shape.num_kv_heads;
   int64_t visible = 0;  // valid causal entries per head
   for (int64_t p : pos) visible += p + 1;
   detail::GroupJob job;
   for (const detail::HeadCache& c : caches)
     if (!c.identical) job.methods.push_back({c.r.k.data.data(), c.r.v.data.data()});
-  job.q = &x.q.data[g * group * N * D];
+  job.q = q;
   job.heads = group;
   job.N = N;
   job.D = D;
   job.pos = pos.data();
-  job.k = &x.k.data[g * T * D];
-  job.v = &x.v.data[g * T * D];
+  job.k = k;
+  job.v = v;
   job.tiles = tiles;
   detail::GroupResult gr;
   if (backend)
@@ -194,9 +197,9 @@ void score_head(std::vector<MethodEval>& methods, const std::vector<detail::Head
     detail::run_group(job, gr, nullptr, times);
   for (int64_t h = 0; h < group; ++h) {
     int slot = 0;  // index among the computed methods
-    for (size_t mi = 0; mi < methods.size(); ++mi) {
-      AttnStats& a = methods[mi].layers.back().attn[g * group + h];
-      if (!caches[mi].identical) {
+    for (size_t i = 0; i < which.size(); ++i) {
+      AttnStats& a = methods[which[i]].layers[li].attn[g * group + h];
+      if (!caches[i].identical) {
         a = gr.stats[slot++][h];
         continue;
       }
@@ -206,6 +209,22 @@ void score_head(std::vector<MethodEval>& methods, const std::vector<detail::Head
       a.out_sq_ref = gr.ref_sq[h];
     }
   }
+}
+
+// One unit group: KV head g of layer `layer` for the methods `which`; q holds the group's
+// selected, scaled queries (group, N, D), k and v the head (T, D), k_pre_rope its keys before RoPE
+// or null. Both evaluate() and eval_head come here; opt's backend computes the attention unit.
+void run_head(EvalResult& r, const std::vector<int>& which, int64_t layer, int64_t g, const float* q,
+              const float* k, const float* v, const float* k_pre_rope, const std::vector<int64_t>& pos,
+              const EvalOptions& opt) {
+  const int64_t li = layer - r.layers.first;
+  std::vector<detail::HeadCache> caches;
+  {
+    PhaseTimer t(r.times.quantize, r.times.quantize_cpu);
+    caches = apply_head(r.methods, which, li, layer, g, k, v, k_pre_rope, r.shape);
+  }
+  PhaseTimer t(r.times.attention, r.times.attention_cpu);
+  score_head(r.methods, which, caches, li, g, q, k, v, r.shape, pos, opt.tiles, opt.backend, &r.times.cpu);
 }
 
 // Phase 5: totals over the evaluated layers and heads.
@@ -233,9 +252,7 @@ bool eval_needs_k_pre_rope(const std::vector<std::string>& methods) {
   return false;
 }
 
-EvalResult evaluate(const EvalShape& shape, const LayerLoader& load, const EvalOptions& opt) {
-  const auto t_start = Clock::now();
-  const double cpu_start = process_cpu();
+EvalResult eval_plan(const EvalShape& shape, const EvalOptions& opt) {
   check_shape(shape);
   EvalResult res;
   res.shape = shape;
@@ -245,11 +262,57 @@ EvalResult evaluate(const EvalShape& shape, const LayerLoader& load, const EvalO
     throw std::invalid_argument("eval: tile sizes must be >= 1 (query_tile " +
                                 std::to_string(opt.tiles.query_tile) + ", key_tile " +
                                 std::to_string(opt.tiles.key_tile) + ")");
-  const int64_t T = shape.tokens, Hq = shape.num_q_heads, Hkv = shape.num_kv_heads;
   res.methods = resolve_methods(opt.methods.empty() ? default_eval_methods() : opt.methods, shape);
-  const std::vector<int64_t> pos = select_queries(opt.queries, T);
-  res.num_queries = pos.size();
+  res.num_queries = select_queries(opt.queries, shape.tokens).size();
   res.layers = resolve_layers(opt.layers, shape.num_layers);
+  for (auto& m : res.methods)
+    for (int64_t layer = res.layers.first; layer <= res.layers.last; ++layer) {
+      LayerEval le;
+      le.layer = layer;
+      le.key.resize(shape.num_kv_heads);
+      le.value.resize(shape.num_kv_heads);
+      le.attn.resize(shape.num_q_heads);
+      m.layers.push_back(std::move(le));
+    }
+  return res;
+}
+
+void eval_head(EvalResult& r, int64_t layer, int64_t g, const std::vector<int>& which, HeadQKV x,
+               const EvalOptions& opt) {
+  const EvalShape& s = r.shape;
+  const int64_t T = s.tokens, D = s.head_dim, group = s.num_q_heads / s.num_kv_heads;
+  if (layer < r.layers.first || layer > r.layers.last || g < 0 || g >= s.num_kv_heads)
+    throw std::invalid_argument("eval: unit (layer " + std::to_string(layer) + ", kv head " +
+                                std::to_string(g) + ") is outside the planned layers and heads");
+  for (int i : which)
+    if (i < 0 || i >= (int)r.methods.size())
+      throw std::invalid_argument("eval: method index " + std::to_string(i) + " is outside the plan");
+  const std::string at = "layer " + std::to_string(layer) + " kv head " + std::to_string(g);
+  check_tensor(x.q, {group, T, D}, layer, "q");
+  check_tensor(x.k, {1, T, D}, layer, "k");
+  check_tensor(x.v, {1, T, D}, layer, "v");
+  check_finite(x.q.view(), "eval: " + at + " q");
+  const std::vector<int64_t> pos = select_queries(r.queries, T);
+  const int64_t N = pos.size();
+  for (int64_t h = 0; h < group; ++h)
+    detail::gather_scaled(&x.q.data[h * T * D], pos, D, &x.q.data[h * N * D]);
+  if (!x.k_pre_rope.shape.empty()) check_tensor(x.k_pre_rope, {1, T, D}, layer, "k_pre_rope");
+  run_head(r, which, layer, g, x.q.data.data(), x.k.data.data(), x.v.data.data(),
+           x.k_pre_rope.shape.empty() ? nullptr : x.k_pre_rope.data.data(), pos, opt);
+}
+
+void eval_finish(EvalResult& r) { finish(r.methods); }
+
+EvalResult evaluate(const EvalShape& shape, const LayerLoader& load, const EvalOptions& opt) {
+  const auto t_start = Clock::now();
+  const double cpu_start = process_cpu();
+  EvalResult res = eval_plan(shape, opt);
+  const int64_t T = shape.tokens, D = shape.head_dim, Hkv = shape.num_kv_heads;
+  const int64_t group = shape.num_q_heads / Hkv;
+  const std::vector<int64_t> pos = select_queries(opt.queries, T);
+  const int64_t N = pos.size();
+  std::vector<int> all(res.methods.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = (int)i;
 
   ScopedThreads threads(opt.threads);
   res.threads = threads.count();
@@ -269,26 +332,13 @@ EvalResult evaluate(const EvalShape& shape, const LayerLoader& load, const EvalO
       x = next.get();
     }
     if (layer < res.layers.last) next = start_load(layer + 1);
-    for (auto& m : res.methods) {
-      LayerEval le;
-      le.layer = layer;
-      le.key.resize(Hkv);
-      le.value.resize(Hkv);
-      le.attn.resize(Hq);
-      m.layers.push_back(std::move(le));
-    }
-    for (int64_t g = 0; g < Hkv; ++g) {
-      std::vector<detail::HeadCache> caches;
-      {
-        PhaseTimer t(res.times.quantize, res.times.quantize_cpu);
-        caches = apply_head(res.methods, shape, x, layer, g);
-      }
-      PhaseTimer t(res.times.attention, res.times.attention_cpu);
-      score_head(res.methods, caches, x, g, shape, pos, opt.tiles, opt.backend, &res.times.cpu);
-    }
+    const bool pre_rope = !x.k_pre_rope.shape.empty();
+    for (int64_t g = 0; g < Hkv; ++g)
+      run_head(res, all, layer, g, &x.q.data[g * group * N * D], &x.k.data[g * T * D], &x.v.data[g * T * D],
+               pre_rope ? &x.k_pre_rope.data[g * T * D] : nullptr, pos, opt);
     if (opt.progress) opt.progress({layer - res.layers.first + 1, total_layers, since(t_start)});
   }
-  finish(res.methods);
+  eval_finish(res);
   res.times.total = since(t_start);
   res.times.total_cpu = process_cpu() - cpu_start;
   return res;

@@ -45,7 +45,11 @@ void write_dataset(hid_t file, const std::string& name, hid_t mem_type, hid_t fi
   Id space(H5Screate_simple(dims.size(), dims.data(), nullptr));
   Id lcpl(H5Pcreate(H5P_LINK_CREATE));
   H5Pset_create_intermediate_group(lcpl.get(), 1);
-  Id ds(H5Dcreate2(file, name.c_str(), file_type, space.get(), lcpl.get(), H5P_DEFAULT, H5P_DEFAULT));
+  // No modification times in the object headers: the same codebooks give the same file bytes
+  // (a vq train spread over MPI ranks is compared with one process byte for byte).
+  Id dcpl(H5Pcreate(H5P_DATASET_CREATE));
+  H5Pset_obj_track_times(dcpl.get(), 0);
+  Id ds(H5Dcreate2(file, name.c_str(), file_type, space.get(), lcpl.get(), dcpl.get(), H5P_DEFAULT));
   if (!ds.valid() || H5Dwrite(ds.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
     throw std::runtime_error(where + ": cannot write dataset " + name);
 }

@@ -41,8 +41,10 @@ inline bool is_static(Selector s) { return s == Selector::Oracle || s == Selecto
 // ascending, the form core's quantize(x, spec, boost_channels) takes. static_scores holds H * D
 // scores (used by the static selectors Oracle and PrefixMagnitude; larger = boost first). Ties
 // go to the lower channel. Throws std::invalid_argument for k outside [0, D], G < 1, n not a
-// multiple of G, or a wrong number of static scores.
+// multiple of G, or a wrong number of static scores. first_head: the model's index of keys' head 0
+// (Random draws per (seed, model head, page), so a slice of heads draws what the whole layer does).
 std::vector<int32_t> select_boost_channels(Selector s, const Tensor& keys, int64_t G, int64_t k,
-                                           uint64_t seed, const std::vector<double>& static_scores = {});
+                                           uint64_t seed, const std::vector<double>& static_scores = {},
+                                           int64_t first_head = 0);
 
 }  // namespace kvlab

@@ -73,6 +73,24 @@ struct SweepResult {
 // key group (oracle), evaluation queries before calib_tokens, or T too short for any key page.
 SweepResult boost_sweep(const EvalShape& shape, const LayerLoader& load, const SweepOptions& o);
 
+// The pieces of boost_sweep() for a driver that places (layer, KV head) units itself (the MPI
+// driver; docs/SCALING.md). boost_sweep is sweep_plan, sweep_heads on each whole layer, the stats
+// merged into the rows (layer by layer, query head by query head), and summarize.
+struct SweepPlan {
+  SweepResult result;              // rows with empty attn; no summary
+  std::vector<MethodPtr> at_rate;  // per row: the base method at the row's rate
+  std::vector<int64_t> positions;  // evaluation queries
+  MethodPtr base;
+  bool oracle = false, prefix_magnitude = false;  // whether those selectors run
+};
+// Options checked (throws as boost_sweep does).
+SweepPlan sweep_plan(const EvalShape& shape, const SweepOptions& o);
+// x holds KV heads first_head.. of one layer (k, v (h, T, D)) and their query heads; returns per
+// row the stats of each query head of x. A head's stats do not depend on the other heads in x
+// (random channels are drawn per (seed, global head, page)), so any split gives the same bits.
+std::vector<std::vector<AttnStats>> sweep_heads(const SweepPlan& plan, const LayerQKV& x, int64_t first_head,
+                                                const SweepOptions& o);
+
 // "0,0.125,1" -> rates; throws naming --rates for bad numbers or values outside [0, 1].
 std::vector<double> parse_rates(const std::string& list);
 

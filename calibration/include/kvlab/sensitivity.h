@@ -73,6 +73,16 @@ SensitivityResult channel_sensitivity(const EvalShape& shape, const LayerLoader&
 void layer_sensitivity(int64_t layer, const Tensor& q, const Tensor& k, const std::vector<int64_t>& positions,
                        const SensitivityOptions& o, std::vector<SensitivityRow>& rows);
 
+// The pieces of channel_sensitivity for a driver that places (layer, KV head) units itself (the
+// MPI driver; docs/SCALING.md). sensitivity_plan: options checked, layers, queries and the key
+// range resolved, no rows. head_sensitivity: one unit through layer_sensitivity, q (group, T, D)
+// of KV head g's query heads, k (1, T, D); rows appended numbered as in the whole layer. A KV
+// head's rows do not depend on the other heads, so the rows equal channel_sensitivity's bit for bit.
+SensitivityResult sensitivity_plan(const EvalShape& shape, const SensitivityOptions& o);
+void head_sensitivity(int64_t layer, int64_t g, const Tensor& q, const Tensor& k,
+                      const std::vector<int64_t>& positions, const SensitivityOptions& o,
+                      std::vector<SensitivityRow>& rows);
+
 // Per-channel statistics of tokens [begin, end) of a (T, D) head.
 std::vector<ChannelStats> channel_stats(const float* k, int64_t D, int64_t begin, int64_t end);
 

@@ -103,7 +103,8 @@ struct EvalResult {
   int64_t num_queries = 0;  // selected positions per head
   LayerRange layers;        // resolved
   AttentionTiles tiles;
-  int threads = 0;                  // OpenMP threads used
+  int threads = 0;                  // OpenMP threads used (per rank)
+  int ranks = 1;                    // processes the units were spread over (docs/SCALING.md)
   std::vector<MethodEval> methods;  // in the order given
   EvalTimes times;
 };
@@ -112,5 +113,31 @@ struct EvalResult {
 // layers out of range, N larger than T, or tensors of the wrong shape from the loader; the
 // loader's own errors (a missing role, an unreadable file) pass through.
 EvalResult evaluate(const EvalShape& shape, const LayerLoader& load, const EvalOptions& options);
+
+// The pieces of evaluate() for a driver that places the work units (layer, KV head, method)
+// itself (the MPI driver, experiments/dist_eval.cpp; docs/SCALING.md). evaluate() is eval_plan,
+// then each layer's KV heads in order through the function eval_head calls, then eval_finish; the
+// per-(layer, head, method) sums do not depend on which units were computed together, and
+// eval_finish merges them in one fixed order, so any placement gives the same bits.
+
+// One KV head of one layer: q (group, T, D) of its query heads, k and v (1, T, D), fp32;
+// k_pre_rope (1, T, D) when a method needs it (eval_needs_k_pre_rope), else empty.
+struct HeadQKV {
+  Tensor q, k, v;
+  Tensor k_pre_rope{};
+};
+
+// Methods resolved and checked, layers and queries resolved, every (method, layer, head) slot
+// zero. Throws as evaluate does.
+EvalResult eval_plan(const EvalShape& shape, const EvalOptions& options);
+
+// KV head g of `layer` for the methods `which` (indices into r.methods): fills their key[g],
+// value[g] and the attn of g's query heads, and adds to r.times' quantize and attention phases.
+// Throws std::invalid_argument for a unit outside the plan or tensors of the wrong shape.
+void eval_head(EvalResult& r, int64_t layer, int64_t g, const std::vector<int>& which, HeadQKV x,
+               const EvalOptions& options);
+
+// Totals over layers and heads, in layer order then head order.
+void eval_finish(EvalResult& r);
 
 }  // namespace kvlab

@@ -76,6 +76,7 @@ void write_eval_json(std::ostream& o, const EvalResult& r, const ReportSource& s
   o << "  \"layer_range\": [" << r.layers.first << ", " << r.layers.last << "],\n";
   o << "  \"tiles\": {\"query\": " << r.tiles.query_tile << ", \"key\": " << r.tiles.key_tile << "},\n";
   o << "  \"threads\": " << r.threads << ",\n";
+  o << "  \"ranks\": " << r.ranks << ",\n";
   o << "  \"timing_s\": {\"total\": " << detail::json_number(t.total)
     << ", \"load\": " << detail::json_number(t.load) << ", \"quantize\": " << detail::json_number(t.quantize)
     << ", \"attention\": " << detail::json_number(t.attention)
