@@ -48,6 +48,8 @@ class VqMethod final : public Method {
     return {b, b};
   }
   std::vector<std::string> files() const override { return {path_}; }
+  // Each token is encoded alone with fixed codebooks: quantized as it arrives.
+  Schedule decode_schedule(int64_t n) const override { return {0, n, 0, n}; }
   void check_model(const ModelShape& s) const override {
     check_codebooks_match(*file_, path_, s.num_layers, s.num_kv_heads, s.head_dim, "");
   }
