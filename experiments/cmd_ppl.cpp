@@ -33,23 +33,24 @@ const char* kDefaultMethods = "int8:group=128,kivi-4,kivi-2,kivi-2-sink,kitty,ki
 
 struct PplArgs {
   std::string llama2c, hf_dir, tokenizer, text_file, tokens_file, methods = kDefaultMethods, quant_layers,
-      format = "table", out;
-  int64_t window = 0, windows = 1, prompt_tokens = 64, generate = 64;
+                                                                  key_channels, format = "table", out;
+  int64_t window = 0, windows = 1, prompt_tokens = 0, generate = 64;
   int threads = 0;
   bool quiet = false;
 };
 
-// "0,3", "2-4" or "0,2-3": the layers whose cache is quantized.
-std::vector<bool> parse_layer_list(const std::string& text, int64_t n_layers) {
+// "0,3", "2-4" or "0,2-3": the layers whose cache is quantized (or the key channels).
+std::vector<bool> parse_layer_list(const std::string& text, int64_t n_layers,
+                                   const std::string& option = "--quant-layers") {
   std::vector<bool> on(n_layers, false);
-  if (text.empty() || text.back() == ',') throw std::invalid_argument("--quant-layers '" + text + "': empty item");
+  if (text.empty() || text.back() == ',') throw std::invalid_argument(option + " '" + text + "': empty item");
   std::stringstream list(text);
   for (std::string item; std::getline(list, item, ',');) {
     const size_t dash = item.find('-', 1);
-    const int64_t a = text::parse_int(item.substr(0, dash), "--quant-layers"),
-                  b = dash == std::string::npos ? a : text::parse_int(item.substr(dash + 1), "--quant-layers");
+    const int64_t a = text::parse_int(item.substr(0, dash), option),
+                  b = dash == std::string::npos ? a : text::parse_int(item.substr(dash + 1), option);
     if (a < 0 || b < a || b >= n_layers)
-      throw std::invalid_argument("--quant-layers '" + item + "': layers run 0-" + std::to_string(n_layers - 1));
+      throw std::invalid_argument(option + " '" + item + "': entries run 0-" + std::to_string(n_layers - 1));
     for (int64_t l = a; l <= b; ++l) on[l] = true;
   }
   return on;
@@ -84,14 +85,16 @@ void run(const PplArgs& a) {
     weights = hf.weights;
     context = hf.config.max_position_embeddings;
     if (a.tokens_file.empty())
-      tokens = HfTokenizer(a.tokenizer.empty() ? (fs::path(a.hf_dir) / "tokenizer.json").string() : a.tokenizer)
-                   .encode(text);
+      tokens =
+          HfTokenizer(a.tokenizer.empty() ? (fs::path(a.hf_dir) / "tokenizer.json").string() : a.tokenizer)
+              .encode(text);
   } else {
     l2c = load_llama2c(a.llama2c);
     weights = llama2c_weights(l2c);
     context = l2c.config.seq_len;
     if (a.tokens_file.empty()) {
-      if (a.tokenizer.empty()) throw std::invalid_argument("--llama2c with --text-file needs --tokenizer TOK.bin");
+      if (a.tokenizer.empty())
+        throw std::invalid_argument("--llama2c with --text-file needs --tokenizer TOK.bin");
       tokens = Llama2cTokenizer(a.tokenizer, l2c.config.vocab_size).encode(text, true);
     }
   }
@@ -103,9 +106,17 @@ void run(const PplArgs& a) {
                                 "' is empty: perplexity needs at least 2 tokens");
   o.window = a.window ? a.window : std::min<int64_t>({2048, context, (int64_t)tokens.size()});
   o.windows = a.windows;
-  o.prompt_tokens = std::min<int64_t>(a.prompt_tokens, o.window / 2);
-  o.generate_tokens = std::min<int64_t>(a.generate, o.window - o.prompt_tokens);
+  // greedy: by default the last `generate` tokens of the window are generated instead, so the
+  // prompt holds as much quantized cache as the window (64 and 64 would quantize nothing of
+  // kivi-2's groups of 128); a short text gets half and half
+  o.generate_tokens = a.prompt_tokens ? a.generate : std::min<int64_t>(a.generate, o.window / 2);
+  o.prompt_tokens = a.prompt_tokens ? a.prompt_tokens : o.window - o.generate_tokens;
   if (!a.quant_layers.empty()) o.layers = parse_layer_list(a.quant_layers, weights.config.n_layers);
+  if (!a.key_channels.empty()) {
+    const std::vector<bool> on = parse_layer_list(a.key_channels, weights.config.head_dim, "--key-channels");
+    for (int64_t ch = 0; ch < (int64_t)on.size(); ++ch)
+      if (on[ch]) o.key_channels.push_back(ch);
+  }
   check_ppl(weights.config, context, (int64_t)tokens.size(), o);
   if (!a.hf_dir.empty()) check_hf_sequence(hf.config, o.window);
   if (!a.quiet) {
@@ -147,32 +158,40 @@ static void add_ppl(CLI::App& app) {
   auto* l2c = c->add_option("--llama2c", a->llama2c, "llama2.c checkpoint (.bin)");
   auto* hf = c->add_option("--model", a->hf_dir, "Hugging Face directory (config.json, model.safetensors)");
   l2c->excludes(hf);
-  c->add_option("--tokenizer", a->tokenizer, "llama2.c: its tokenizer (.bin); --model: another tokenizer.json");
+  c->add_option("--tokenizer", a->tokenizer,
+                "llama2.c: its tokenizer (.bin); --model: another tokenizer.json");
   auto* tf = c->add_option("--text-file", a->text_file, "text to evaluate (BOS prepended)");
-  auto* ids = c->add_option("--tokens", a->tokens_file, "token ids instead of a text (as kvlab tokenize writes)");
+  auto* ids =
+      c->add_option("--tokens", a->tokens_file, "token ids instead of a text (as kvlab tokenize writes)");
   tf->excludes(ids);
   c->add_option("--methods", a->methods, "methods, comma-separated presets or specs; fp16 is the reference")
       ->capture_default_str();
-  c->add_option("--quant-layers", a->quant_layers, "quantize only these layers' caches: 0,3 or 2-4 (default all)");
+  c->add_option("--quant-layers", a->quant_layers,
+                "quantize only these layers' caches: 0,3 or 2-4 (default all)");
+  c->add_option("--key-channels", a->key_channels,
+                "sensitivity runs: quantize only these key channels (0-7,64-71), values stay fp16");
   c->add_option("--window", a->window,
                 "tokens per window (default: min(2048, the model's context, the text))")
       ->check(int_range(2));
   c->add_option("--windows", a->windows, "consecutive windows from the text's start, results pooled")
       ->check(int_range(1))
       ->capture_default_str();
-  c->add_option("--prompt-tokens", a->prompt_tokens, "greedy test: prompt = the window's first N tokens")
-      ->check(int_range(1))
-      ->capture_default_str();
+  c->add_option("--prompt-tokens", a->prompt_tokens,
+                "greedy test: prompt = the window's first N tokens (default: window - generate)")
+      ->check(int_range(1));
   c->add_option("--generate", a->generate, "greedy test: tokens generated after the prompt")
       ->check(int_range(1))
       ->capture_default_str();
-  add_format_option(c, a->format, "table, csv or json (docs/FORMATS.md section 10.3)", {"table", "csv", "json"});
+  add_format_option(c, a->format, "table, csv or json (docs/FORMATS.md section 10.3)",
+                    {"table", "csv", "json"});
   add_out_option(c, a->out, "write to FILE instead of stdout (atomically)");
   add_threads_option(c, a->threads);
   add_quiet_flag(c, a->quiet);
   c->callback([a, l2c, hf, tf, ids] {
-    if (l2c->count() == 0 && hf->count() == 0) throw std::invalid_argument("give --model DIR or --llama2c MODEL.bin");
-    if (tf->count() == 0 && ids->count() == 0) throw std::invalid_argument("give --text-file F or --tokens F");
+    if (l2c->count() == 0 && hf->count() == 0)
+      throw std::invalid_argument("give --model DIR or --llama2c MODEL.bin");
+    if (tf->count() == 0 && ids->count() == 0)
+      throw std::invalid_argument("give --text-file F or --tokens F");
     run(*a);
   });
 }

@@ -1,7 +1,7 @@
-// kvlab ppl's measurements. Each (method, window) runs the whole window as one block through a
-// simulating TransformerRunner (decode-faithful, so equal to a token-by-token loop within the
-// bound of tests/models/ppl_test.cpp), then a greedy continuation of the window's first
-// prompt_tokens, one token per forward.
+// kvlab ppl's measurements. Each (method, window) runs the window through a simulating
+// TransformerRunner (decode-faithful, so equal to a token-by-token loop within the bound of
+// tests/models/decode_sim_test.cpp) in two blocks, and a greedy continuation of the first
+// block (the window's first prompt_tokens), one token per forward.
 #include "kvlab/ppl.h"
 
 #include <algorithm>
@@ -42,27 +42,34 @@ TransformerRunner make_runner(const TransformerWeights& w, int64_t tokens, const
   return r;
 }
 
-Dist teacher_forced(const TransformerWeights& w, const int32_t* tokens, int64_t n, const MethodPtr& m,
-                    const std::vector<bool>& layers) {
-  TransformerRunner r = make_runner(w, n, m, layers);
-  std::vector<float> logits;
-  r.forward(tokens, n, n, logits);
-  return log_softmax(logits, n, w.config.vocab_size);
-}
+// One window: the teacher-forced distributions of all n positions and the greedy continuation
+// of its first p tokens. The window runs as two blocks, [0, p) and [p, n); the greedy run
+// continues a copy of the cache after the first (decode-faithful views do not depend on the
+// block split), so the prompt costs nothing extra.
+struct WindowRun {
+  Dist dist;
+  std::vector<int32_t> generated;
+};
 
-std::vector<int32_t> greedy(const TransformerWeights& w, const int32_t* prompt, int64_t p, int64_t steps,
-                            const MethodPtr& m, const std::vector<bool>& layers) {
-  TransformerRunner r = make_runner(w, p + steps, m, layers);
-  std::vector<float> logits;
-  std::vector<int32_t> out;
-  r.forward(prompt, p, 1, logits);
+WindowRun run_window(const TransformerWeights& w, const int32_t* tokens, int64_t n, int64_t p, int64_t steps,
+                     const MethodPtr& m, const std::vector<bool>& layers) {
+  const int64_t V = w.config.vocab_size;
+  TransformerRunner r = make_runner(w, n, m, layers);
+  std::vector<float> logits, rest;
+  r.forward(tokens, p, p, logits);
+  TransformerRunner g = r;
+  const std::vector<float> first(logits.end() - V, logits.end());
+  if (n > p) r.forward(tokens + p, n - p, n - p, rest);
+  logits.insert(logits.end(), rest.begin(), rest.end());
+  WindowRun out{log_softmax(logits, n, V), {}};
   // One token per forward is too little work to share: a team's barriers cost more than the
   // products (13x the CPU time on the loaded 2-core VM).
   ScopedThreads one(1);
+  std::vector<float> step = first;
   for (int64_t s = 0; s < steps; ++s) {
-    const int32_t next = (int32_t)(std::max_element(logits.begin(), logits.end()) - logits.begin());
-    out.push_back(next);
-    if (s + 1 < steps) r.forward(&next, 1, 1, logits);
+    const int32_t next = (int32_t)(std::max_element(step.begin(), step.end()) - step.begin());
+    out.generated.push_back(next);
+    if (s + 1 < steps) g.forward(&next, 1, 1, step);
   }
   return out;
 }
@@ -110,6 +117,44 @@ PplStats pool(const std::vector<PplStats>& w, int64_t window) {
   return s;
 }
 
+// The wrapped method on the chosen key channels only: its keys there, fp16 elsewhere and for
+// every value. Exact for per-channel key quantizers (kivi, int8): a channel's bytes depend on
+// that channel alone.
+class KeyChannels final : public Method {
+ public:
+  KeyChannels(MethodPtr base, std::vector<int64_t> channels)
+      : base_(std::move(base)), ch_(std::move(channels)) {
+    name_ = base_->spec() + " (key channels only)";
+  }
+  const std::string& family() const override { return base_->family(); }
+  std::string spec() const override { return name_; }
+  Schedule schedule(int64_t T) const override { return base_->schedule(T); }
+  Bits bits(int64_t T, int64_t D) const override { return base_->bits(T, D); }
+  Schedule decode_schedule(int64_t n) const override { return base_->decode_schedule(n); }
+  int64_t decode_apply_tokens(int64_t n) const override { return base_->decode_apply_tokens(n); }
+  void check_model(const ModelShape& s) const override { base_->check_model(s); }
+  Reconstruction apply(const TensorView& k, const TensorView& v, const HeadContext& at) const override {
+    Reconstruction r = base_->apply(k, v, at);
+    Reconstruction keep = parse_method("fp16")->apply(k, v, at);
+    const int64_t D = k.shape.back();
+    std::vector<bool> on(D, false);
+    for (int64_t c : ch_) on[c] = true;
+    for (size_t i = 0; i < r.k.data.size(); ++i)
+      if (!on[i % D]) r.k.data[i] = keep.k.data[i];
+    r.v = std::move(keep.v);
+    return r;
+  }
+
+ private:
+  MethodPtr base_;
+  std::vector<int64_t> ch_;
+  std::string name_;
+};
+
+MethodPtr with_key_channels(MethodPtr m, const std::vector<int64_t>& channels) {
+  return channels.empty() ? m : std::make_shared<const KeyChannels>(std::move(m), channels);
+}
+
 }  // namespace
 
 void check_ppl(const TransformerConfig& c, int64_t context, int64_t tokens, const PplOptions& o) {
@@ -128,6 +173,10 @@ void check_ppl(const TransformerConfig& c, int64_t context, int64_t tokens, cons
          std::to_string(o.generate_tokens) + " must be >= 1 each and fit the window of " +
          std::to_string(o.window));
   if (!o.layers.empty() && (int64_t)o.layers.size() != c.n_layers) fail("--quant-layers: wrong layer count");
+  for (int64_t ch : o.key_channels)
+    if (ch < 0 || ch >= c.head_dim)
+      fail("--key-channels: channel " + std::to_string(ch) + " outside the head dim " +
+           std::to_string(c.head_dim));
   for (const std::string& spec : o.methods) {
     const MethodPtr m = parse_method(spec);
     try {
@@ -157,7 +206,8 @@ PplResult evaluate_ppl(const TransformerWeights& w, int64_t context, const std::
     if (o.layers.empty() || o.layers[l]) res.quantized_layers.push_back(l);
   const MethodPtr fp16 = parse_method("fp16");
   std::vector<MethodPtr> methods;
-  for (const std::string& s : o.methods) methods.push_back(parse_method(s));
+  for (const std::string& s : o.methods)
+    methods.push_back(with_key_channels(parse_method(s), o.key_channels));
   res.methods.resize(methods.size());
   for (size_t i = 0; i < methods.size(); ++i) {
     res.methods[i].name = o.methods[i];
@@ -166,16 +216,17 @@ PplResult evaluate_ppl(const TransformerWeights& w, int64_t context, const std::
   }
   for (int64_t win = 0; win < o.windows; ++win) {
     const int32_t* t = tokens.data() + win * W;
-    const Dist ref = teacher_forced(w, t, W, fp16, o.layers);
+    const WindowRun ref_run = run_window(w, t, W, o.prompt_tokens, o.generate_tokens, fp16, o.layers);
+    const Dist& ref = ref_run.dist;
+    const std::vector<int32_t>& ref_gen = ref_run.generated;
     res.reference_windows.push_back(window_stats(ref, nullptr, t, W, V));
-    const std::vector<int32_t> ref_gen = greedy(w, t, o.prompt_tokens, o.generate_tokens, fp16, o.layers);
     if (o.progress)
       o.progress("window " + std::to_string(win + 1) + "/" + std::to_string(o.windows) +
                  ": fp16 reference ppl " + std::to_string(res.reference_windows.back().ppl));
     for (size_t i = 0; i < methods.size(); ++i) {
-      const Dist d = teacher_forced(w, t, W, methods[i], o.layers);
-      PplStats s = window_stats(d, &ref, t, W, V);
-      const std::vector<int32_t> gen = greedy(w, t, o.prompt_tokens, o.generate_tokens, methods[i], o.layers);
+      const WindowRun run = run_window(w, t, W, o.prompt_tokens, o.generate_tokens, methods[i], o.layers);
+      PplStats s = window_stats(run.dist, &ref, t, W, V);
+      const std::vector<int32_t>& gen = run.generated;
       s.greedy_divergence =
           (double)(std::mismatch(gen.begin(), gen.end(), ref_gen.begin()).first - gen.begin());
       res.methods[i].per_window.push_back(s);

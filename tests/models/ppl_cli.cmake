@@ -40,7 +40,7 @@ endif()
 
 if(EXISTS ${ref}/model.safetensors)
   set(hf --model ${ref} --text-file ${ref}/heldout.txt --quiet)
-  kvlab_ok(ppl ${hf} --window 96 --windows 2 --quant-layers 0,3-4 --prompt-tokens 16 --generate 8
+  kvlab_ok(ppl ${hf} --window 96 --windows 2 --quant-layers 0,3-4 --generate 8
            --methods kivi:group=32,residual=16,sink=4 --format json --out ${d}/r.json)
   file(READ ${d}/r.json json)
   foreach(key name bits_per_element ppl delta_ppl kl_mean kl_max top1_agreement greedy_divergence)
@@ -63,7 +63,7 @@ if(EXISTS ${ref}/model.safetensors)
               --methods int8)
   kvlab_fails("--methods fp8-e4m3: .*dynamic scales" ppl ${hf} --methods fp8-e4m3)
   kvlab_fails("method.*'kivi-9'.*choose one of" ppl ${hf} --methods kivi-9)
-  kvlab_fails("--quant-layers '7': layers run 0-5" ppl ${hf} --quant-layers 7)
+  kvlab_fails("--quant-layers '7': entries run 0-5" ppl ${hf} --quant-layers 7)
   kvlab_fails("--out '.*heldout.txt' is the same file as the input --text-file" ppl ${hf} --out ${ref}/heldout.txt)
   if(EXISTS ${d}/cb.h5)
     kvlab_fails("--methods vq:codebooks=.*cb.h5: .*head_dim" ppl ${hf} --window 64 --methods vq:codebooks=${d}/cb.h5)

@@ -82,8 +82,9 @@ std::string layers_text(const std::vector<int64_t>& l) {
 
 void write_ppl_json(std::ostream& out, const PplResult& r, const PplSource& src) {
   out << "{\"command\": \"ppl\", \"model\": " << quote(src.model) << ", \"text\": " << quote(src.text)
-      << ", \"window\": " << r.window << ", \"windows\": " << r.windows << ", \"prompt_tokens\": " << r.prompt_tokens
-      << ", \"generate_tokens\": " << r.generate_tokens << ", \"quantized_layers\": [" << layers_text(r.quantized_layers)
+      << ", \"window\": " << r.window << ", \"windows\": " << r.windows
+      << ", \"prompt_tokens\": " << r.prompt_tokens << ", \"generate_tokens\": " << r.generate_tokens
+      << ", \"quantized_layers\": [" << layers_text(r.quantized_layers)
       << "], \"seconds\": " << detail::json_number(src.seconds) << ",\n \"methods\": [";
   const std::vector<PplMethodResult> all = rows(r);
   for (size_t i = 0; i < all.size(); ++i) {
@@ -108,8 +109,8 @@ void write_ppl_csv(std::ostream& out, const PplResult& r) {
   out << "\n";
   for (const PplMethodResult& m : rows(r)) {
     auto row = [&](const std::string& window, const PplStats& s, double ref) {
-      out << csv_text(m.name) << "," << csv_text(m.spec) << "," << detail::json_number(m.bits_per_element) << ","
-          << window;
+      out << csv_text(m.name) << "," << csv_text(m.spec) << "," << detail::json_number(m.bits_per_element)
+          << "," << window;
       for (const auto& [k, v] : stats_fields(s, s.ppl - ref)) out << "," << detail::json_number(v);
       out << "\n";
     };
@@ -128,9 +129,9 @@ std::string ppl_table(const PplResult& r, const PplSource& src) {
     return std::string(b);
   };
   for (const PplMethodResult& m : rows(r))
-    t.push_back({m.name, f("%.2f", m.bits_per_element), f("%.4f", m.all.ppl), f("%+.4f", m.all.ppl - r.reference.ppl),
-                 f("%.3e", m.all.kl_mean), f("%.3e", m.all.kl_max), f("%.4f", m.all.top1_agreement),
-                 f("%.1f", m.all.greedy_divergence)});
+    t.push_back({m.name, f("%.2f", m.bits_per_element), f("%.4f", m.all.ppl),
+                 f("%+.4f", m.all.ppl - r.reference.ppl), f("%.3e", m.all.kl_mean), f("%.3e", m.all.kl_max),
+                 f("%.4f", m.all.top1_agreement), f("%.1f", m.all.greedy_divergence)});
   std::vector<size_t> w(t[0].size(), 0);
   for (const auto& row : t)
     for (size_t i = 0; i < row.size(); ++i) w[i] = std::max(w[i], row[i].size());
@@ -149,12 +150,13 @@ std::string ppl_table(const PplResult& r, const PplSource& src) {
     }
   }
   char foot[512];
-  std::snprintf(foot, sizeof foot,
-                "model %s, text %s: %lld window(s) of %lld tokens, quantized layers %s; greedy: %lld prompt + "
-                "%lld generated tokens (div = first differing generated token, %lld = none); %.1f s\n",
-                src.model.c_str(), src.text.c_str(), (long long)r.windows, (long long)r.window,
-                layers_text(r.quantized_layers).c_str(), (long long)r.prompt_tokens, (long long)r.generate_tokens,
-                (long long)r.generate_tokens, src.seconds);
+  std::snprintf(
+      foot, sizeof foot,
+      "model %s, text %s: %lld window(s) of %lld tokens, quantized layers %s; greedy: %lld prompt + "
+      "%lld generated tokens (div = first differing generated token, %lld = none); %.1f s\n",
+      src.model.c_str(), src.text.c_str(), (long long)r.windows, (long long)r.window,
+      layers_text(r.quantized_layers).c_str(), (long long)r.prompt_tokens, (long long)r.generate_tokens,
+      (long long)r.generate_tokens, src.seconds);
   return out + foot;
 }
 

@@ -15,9 +15,12 @@ namespace kvlab {
 struct PplOptions {
   std::vector<std::string> methods;  // specs or presets; the fp16 cache is the reference
   std::vector<bool> layers;          // layers whose cache is quantized; empty: all
-  int64_t window = 2048;             // tokens per window (consecutive, from the first token)
+  // Sensitivity runs: only these key channels are quantized (the others and every value stay
+  // fp16); empty: all channels of both roles.
+  std::vector<int64_t> key_channels;
+  int64_t window = 2048;  // tokens per window (consecutive, from the first token)
   int64_t windows = 1;
-  int64_t prompt_tokens = 64;                        // greedy: prompt = the window's first tokens
+  int64_t prompt_tokens = 1984;                      // greedy: prompt = the window's first tokens
   int64_t generate_tokens = 64;                      // greedy: tokens generated after it
   std::function<void(const std::string&)> progress;  // one line per finished run
 };
@@ -48,7 +51,7 @@ struct PplResult {
 // Throws std::invalid_argument naming the option for: fewer than 2 tokens, a window longer than
 // `context` or the tokens, windows that do not fit the tokens, a method without a decode rule, for
 // another model (check_model), whose group exceeds the window or that quantizes nothing in it,
-// a prompt + generation longer than the window.
+// a prompt + generation longer than the window, a key channel outside the head.
 void check_ppl(const TransformerConfig& c, int64_t context, int64_t tokens, const PplOptions& o);
 PplResult evaluate_ppl(const TransformerWeights& w, int64_t context, const std::vector<int32_t>& tokens,
                        const PplOptions& o);
