@@ -106,11 +106,11 @@ void run(const PplArgs& a) {
                                 "' is empty: perplexity needs at least 2 tokens");
   o.window = a.window ? a.window : std::min<int64_t>({2048, context, (int64_t)tokens.size()});
   o.windows = a.windows;
-  // greedy: by default the last `generate` tokens of the window are generated instead, so the
-  // prompt holds as much quantized cache as the window (64 and 64 would quantize nothing of
-  // kivi-2's groups of 128); a short text gets half and half
+  // greedy: by default a prompt of 512 tokens (64 and 64 would quantize nothing of kivi-2's
+  // groups of 128; each generated token rebuilds the quantized cache of its prefix, so the
+  // prompt is not the whole window); a short text gets half and half
   o.generate_tokens = a.prompt_tokens ? a.generate : std::min<int64_t>(a.generate, o.window / 2);
-  o.prompt_tokens = a.prompt_tokens ? a.prompt_tokens : o.window - o.generate_tokens;
+  o.prompt_tokens = a.prompt_tokens ? a.prompt_tokens : std::min<int64_t>(512, o.window - o.generate_tokens);
   if (!a.quant_layers.empty()) o.layers = parse_layer_list(a.quant_layers, weights.config.n_layers);
   if (!a.key_channels.empty()) {
     const std::vector<bool> on = parse_layer_list(a.key_channels, weights.config.head_dim, "--key-channels");
@@ -177,7 +177,7 @@ static void add_ppl(CLI::App& app) {
       ->check(int_range(1))
       ->capture_default_str();
   c->add_option("--prompt-tokens", a->prompt_tokens,
-                "greedy test: prompt = the window's first N tokens (default: window - generate)")
+                "greedy test: prompt = the window's first N tokens (default: min(512, window - generate))")
       ->check(int_range(1));
   c->add_option("--generate", a->generate, "greedy test: tokens generated after the prompt")
       ->check(int_range(1))

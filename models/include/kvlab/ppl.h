@@ -20,7 +20,7 @@ struct PplOptions {
   std::vector<int64_t> key_channels;
   int64_t window = 2048;  // tokens per window (consecutive, from the first token)
   int64_t windows = 1;
-  int64_t prompt_tokens = 1984;                      // greedy: prompt = the window's first tokens
+  int64_t prompt_tokens = 512;                       // greedy: prompt = the window's first tokens
   int64_t generate_tokens = 64;                      // greedy: tokens generated after it
   std::function<void(const std::string&)> progress;  // one line per finished run
 };
