@@ -5,7 +5,8 @@ on the same thread count. Runs alternate (C++, Python, C++, ...) so machine nois
     PYTHONPATH=build/bindings/python /usr/bin/python3 benchmarks/python_quantize.py \\
         --bench build/benchmarks/kvlab_bench_quantize [--presets kivi-2/K,kitty/K] [--threads 2] [--reps 5]
 
-Prints per preset: C++ GB/s, Python GB/s (medians of the repetitions) and their ratio.
+Prints per preset: C++ GB/s, Python GB/s (medians and ranges of the repetitions) and their ratio,
+and on 1 thread the same by CPU time.
 """
 import argparse
 import json
@@ -20,24 +21,27 @@ SHAPE = (32, 32768, 128)
 
 
 def cpp_rate(bench, name, threads, min_time):
-    """One Google Benchmark repetition of quantize/<name>/<threads>: GB/s of fp16 input."""
+    """One Google Benchmark repetition of quantize/<name>/<threads>: GB/s of fp16 input by wall
+    time, and by the main thread's CPU time (equal to the process's on 1 thread)."""
     out = subprocess.run([bench, f"--benchmark_filter=^quantize/{name}/{threads}/", "--benchmark_format=json",
                           f"--benchmark_min_time={min_time}"], capture_output=True, text=True, check=True).stdout
     runs = [b for b in json.loads(out)["benchmarks"] if b.get("run_type") == "iteration"]
     assert len(runs) == 1, f"{name}/{threads}: {len(runs)} runs"
-    return runs[0]["bytes_per_second"] / 1e9
+    r = runs[0]
+    return r["bytes_per_second"] / 1e9, r["bytes_per_second"] * r["real_time"] / r["cpu_time"] / 1e9
 
 
 def py_rate(kvlab, x, spec, min_time):
-    """Calls of kvlab.quantize(x, spec) for at least min_time seconds: GB/s of fp16 input."""
+    """Calls of kvlab.quantize(x, spec) for at least min_time seconds: GB/s of fp16 input by wall
+    time and by the process's CPU time (all threads)."""
     kvlab.quantize(x, spec)  # warm-up, as Google Benchmark's first iteration
-    n, start = 0, time.perf_counter()
+    n, start, cpu = 0, time.perf_counter(), time.process_time()
     while True:
         kvlab.quantize(x, spec)
         n += 1
         elapsed = time.perf_counter() - start
         if elapsed >= min_time:
-            return n * x.nbytes / elapsed / 1e9
+            return n * x.nbytes / elapsed / 1e9, n * x.nbytes / (time.process_time() - cpu) / 1e9
 
 
 def main():
@@ -54,7 +58,8 @@ def main():
     x = rng.standard_normal(SHAPE, dtype=np.float32).astype(np.float16)
     print(f"input {SHAPE} float16 ({x.nbytes / 1e6:.0f} MB), {a.threads} thread(s), {a.reps} alternating "
           f"repetitions of >= {a.min_time} s; medians")
-    print(f"{'quantizer':12} {'spec':44} {'C++ GB/s':>9} {'Python GB/s':>12} {'Python/C++':>11}")
+    print(f"{'quantizer':12} {'C++ GB/s (min-max)':>20} {'Python GB/s (min-max)':>22} {'Python/C++':>11}"
+          + ("  by CPU time: C++, Python, Python/C++" if a.threads == 1 else "") + "  spec")
     for name in a.presets.split(","):
         preset, role = name.split("/")
         m = kvlab.Method(preset)
@@ -63,8 +68,13 @@ def main():
         for _ in range(a.reps):
             cpp.append(cpp_rate(a.bench, name, a.threads, a.min_time))
             py.append(py_rate(kvlab, x, spec, a.min_time))
-        c, q = statistics.median(cpp), statistics.median(py)
-        print(f"{name:12} {spec:44} {c:9.3f} {q:12.3f} {q / c:11.3f}")
+        med = lambda rows, i: statistics.median(r[i] for r in rows)  # noqa: E731
+        span = lambda rows: f"{min(r[0] for r in rows):.3f}-{max(r[0] for r in rows):.3f}"  # noqa: E731
+        c, q = med(cpp, 0), med(py, 0)
+        line = f"{name:12} {c:7.3f} ({span(cpp):>11}) {q:8.3f} ({span(py):>11}) {q / c:11.3f}"
+        if a.threads == 1:  # Google Benchmark's CPU time is the main thread's: comparable on 1 thread only
+            line += f"  {med(cpp, 1):6.3f} {med(py, 1):6.3f} {med(py, 1) / med(cpp, 1):6.3f}"
+        print(line + f"  {spec}")
 
 
 if __name__ == "__main__":

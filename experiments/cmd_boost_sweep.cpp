@@ -1,6 +1,6 @@
 // kvlab boost-sweep [DUMP] [--method kitty] [--rates 0,0.0625,0.125,0.25,0.5,1]
 //                   [--selectors magnitude,random,variance,oracle] [--seeds 5] [--calib-tokens N]
-//                   [--queries last:N] [--layers a-b] [--threads N] --out SWEEP.csv
+//                   [--queries last:N] [--layers a-b] [--threads N] [--device cpu|cuda] --out SWEEP.csv
 // Kitty at each boost rate with each channel selector (kvlab/boost_sweep.h). Writes SWEEP.csv
 // (one row per selector, rate and seed), SWEEP_summary.csv (mean and spread over seeds),
 // SWEEP_score_mse.svg and SWEEP_output_err.svg.
@@ -15,6 +15,7 @@
 #include "common.h"
 #include "kvlab/boost_sweep.h"
 #include "kvlab/svg_plot.h"
+#include "study_device.h"
 
 namespace kvlab::cli {
 namespace {
@@ -23,7 +24,7 @@ using calib::csv_number;
 
 struct SweepArgs {
   std::string dump, method = "kitty", rates = "0,0.0625,0.125,0.25,0.5,1",
-                    selectors = "magnitude,random,variance,oracle", queries, layers, out;
+                    selectors = "magnitude,random,variance,oracle", queries, layers, out, device = "cpu";
   int seeds = 5, threads = 0;
   int64_t calib_tokens = 0, calib_queries = 256;
   bool quiet = false;
@@ -114,8 +115,11 @@ void run(const SweepArgs& a) {
   for (const char* suffix : {"_summary.csv", "_score_mse.svg", "_output_err.svg"})
     outputs.push_back({"--out", calib::sibling(a.out, suffix)});
   check_outputs_not_inputs(outputs, dump_inputs(path));
+  const StudyDevice device = open_study_device(a.device);
+  o.backend = device.backend;
   const auto reader = open_dump_source(path);
   const SweepResult r = boost_sweep(calib::shape_of(reader->info()), calib::loader(*reader, true), o);
+  if (device.summary && !a.quiet) std::fprintf(stderr, "boost-sweep: %s\n", device.summary().c_str());
   write_file_atomically(a.out, rows_csv(r));
   write_file_atomically(calib::sibling(a.out, "_summary.csv"), summary_csv(r));
   write_file_atomically(calib::sibling(a.out, "_score_mse.svg"),
@@ -167,6 +171,7 @@ static void add_boost_sweep(CLI::App& app) {
   add_layers_option(c, a->layers);
   add_threads_option(c, a->threads);
   add_out_option(c, a->out, "SWEEP.csv; SWEEP_summary.csv and the SVG charts go next to it")->required();
+  add_device_option(c, a->device);
   add_quiet_flag(c, a->quiet);
   c->callback([a] { run(*a); });
 }

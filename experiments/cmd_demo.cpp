@@ -47,8 +47,9 @@ static void add_demo(CLI::App& app) {
     std::vector<std::string> names;
     for (const auto& item : *methods)
       for (auto& m : split_method_list(item)) names.push_back(m);
-    if (names.empty())
-      for (const auto& pr : presets()) names.push_back(pr.name);
+    if (names.empty())  // every preset that works on K and V alone (kvquant needs keys before RoPE)
+      for (const auto& pr : presets())
+        if (!parse_method(pr.spec)->needs_k_pre_rope()) names.push_back(pr.name);
     // K, V, their reconstructions and one head's copies: about 5 fp32 tensors of this size.
     check_fits_memory(
         checked_product({p->heads, p->tokens, p->head_dim, 5}, "--heads x --tokens x --head-dim"), 4,
@@ -57,6 +58,11 @@ static void add_demo(CLI::App& app) {
     for (const auto& name : names) {
       resolved.push_back(parse_method(name));
       resolved.back()->check_model({1, p->heads, p->head_dim});
+      if (resolved.back()->needs_k_pre_rope())
+        throw std::invalid_argument(
+            "--methods '" + name +
+            "' quantizes keys before RoPE; the demo's K/V have no RoPE: use kvlab eval "
+            "on a dump with k_pre_rope (kvlab dump writes it)");
     }
     const auto t0 = std::chrono::steady_clock::now();
     const SyntheticKV kv = synthetic_kv(*p);

@@ -1,5 +1,5 @@
 // kvlab eval [DUMP] [--methods m1,m2,...] [--queries all|last:N|stride:N] [--layers a-b]
-//            [--format table|csv|json] [--out FILE] [--quiet] [--threads N]
+//            [--format table|csv|json] [--out FILE] [--quiet] [--threads N] [--device cpu|cuda]
 // Offline error evaluation of KV-cache methods on a dump (kvlab/evaluate.h). DUMP is a file
 // open_dump reads, or `synthetic:PRESET[:tokens=N,layers=N,seed=N]` to generate one in memory.
 #include <malloc.h>
@@ -19,12 +19,13 @@
 #include "kvlab/evaluate.h"
 #include "kvlab/kv_text.h"
 #include "kvlab/method.h"
+#include "study_device.h"
 
 namespace kvlab::cli {
 namespace {
 
 struct EvalArgs {
-  std::string dump, queries = "all", layers, format = "table", out;
+  std::string dump, queries = "all", layers, format = "table", out, device = "cpu";
   std::vector<std::string> methods;
   int threads = 0;
   int64_t query_tile = 64, key_tile = 256;
@@ -45,6 +46,11 @@ void run(const EvalArgs& a) {
   opt.threads = a.threads;
   opt.tiles = {a.query_tile, a.key_tile};
 
+  // The GPU (the device of this process's local rank) computes the attention units; the CPU
+  // cores apply the methods and load the next layer meanwhile.
+  const StudyDevice device = open_study_device(a.device);
+  opt.backend = device.backend;
+  opt.prefetch = (bool)device.backend;
   const std::string path = a.dump.empty() ? default_dump_path() : a.dump;
   if (!a.out.empty()) {
     std::vector<NamedPath> inputs = dump_inputs(path);
@@ -54,12 +60,15 @@ void run(const EvalArgs& a) {
   }
   const std::unique_ptr<DumpReader> reader = open_dump_source(path);
   const DumpInfo& info = reader->info();
-  const EvalShape shape{info.num_layers, info.num_q_heads, info.num_kv_heads, info.head_dim, info.tokens};
+  const EvalShape shape{info.num_layers, info.num_q_heads, info.num_kv_heads,      info.head_dim,
+                        info.tokens,     info.rope_style,  (float)info.rope_theta, info.has_k_pre_rope};
+  const bool pre_rope = info.has_k_pre_rope && eval_needs_k_pre_rope(opt.methods);
   const LayerLoader load = [&](int64_t layer) {
     LayerQKV x;
     x.q = reader->read(layer, Role::Q);
     x.k = reader->read(layer, Role::K);
     x.v = reader->read(layer, Role::V);
+    if (pre_rope) x.k_pre_rope = reader->read(layer, Role::KPreRope);
     return x;
   };
   if (!a.quiet) {
@@ -73,6 +82,9 @@ void run(const EvalArgs& a) {
     };
   }
   const EvalResult r = evaluate(shape, load, opt);
+  if (device.summary && !a.quiet)
+    std::fprintf(stderr, "eval: %s; load wait %.2f s, quantize %.2f s, total %.2f s\n",
+                 device.summary().c_str(), r.times.load, r.times.quantize, r.times.total);
 
   const ReportSource src{reader->path(), info.model};
   std::string text;
@@ -119,6 +131,7 @@ static void add_eval(CLI::App& app) {
   c->add_option("--key-tile", a->key_tile, "keys per attention tile")
       ->check(int_range(1))
       ->capture_default_str();
+  add_device_option(c, a->device);
   add_quiet_flag(c, a->quiet);
   c->callback([a] { run(*a); });
 }

@@ -50,7 +50,10 @@ std::string eval_table(const EvalResult& r, const ReportSource& src) {
                 (long long)s.num_layers, (long long)s.num_q_heads, (long long)s.num_kv_heads,
                 (long long)s.head_dim, (long long)s.tokens, to_string(r.queries).c_str(),
                 (long long)r.num_queries, t.total, t.load, t.quantize, t.attention, r.threads, t.total_cpu);
-  return out + foot;
+  out += foot;
+  for (const MethodEval* m : methods_by_bits(r))  // learned methods say what they learned from
+    if (!m->calibration.empty()) out += "calibration of " + m->name + ": " + m->calibration + "\n";
+  return out;
 }
 
 }  // namespace kvlab::cli

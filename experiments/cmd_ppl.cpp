@@ -28,7 +28,7 @@ namespace kvlab::cli {
 namespace {
 
 // The decodable counterparts of the first seven presets: int8's whole-sequence scale cannot
-// stream, so int8 runs with groups of 128 tokens (docs/FORMATS.md section 10).
+// stream, so int8 runs with groups of 128 tokens (docs/FORMATS.md section 12).
 const char* kDefaultMethods = "int8:group=128,kivi-4,kivi-2,kivi-2-sink,kitty,kitty-pro";
 
 struct PplArgs {
@@ -182,7 +182,7 @@ static void add_ppl(CLI::App& app) {
   c->add_option("--generate", a->generate, "greedy test: tokens generated after the prompt")
       ->check(int_range(1))
       ->capture_default_str();
-  add_format_option(c, a->format, "table, csv or json (docs/FORMATS.md section 10.3)",
+  add_format_option(c, a->format, "table, csv or json (docs/FORMATS.md section 12.3)",
                     {"table", "csv", "json"});
   add_out_option(c, a->out, "write to FILE instead of stdout (atomically)");
   add_threads_option(c, a->threads);

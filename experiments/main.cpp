@@ -4,12 +4,14 @@
 #include <exception>
 
 #include "common.h"
+#include "kvlab/plan.h"
 #include "kvlab/vq_method.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"kvlab: KV-cache quantization research toolkit"};
   app.require_subcommand(1);
   kvlab::register_vq_method();  // before the commands list or parse methods
+  kvlab::register_plan_method();
 #if defined(KVLAB_HAVE_GPU_CLI)
   kvlab::cli::register_command(kvlab::cli::kGpuCommandOrder, kvlab::cli::add_gpu);
 #endif

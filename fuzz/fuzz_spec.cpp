@@ -20,7 +20,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   };
   attempt([&] { (void)kvlab::to_string(kvlab::parse_quantizer(text)); });
   attempt([&] {
-    if (text.find("vq:") == std::string::npos) (void)kvlab::parse_method(text)->spec();  // vq opens files
+    // vq and kvquant (calib=dump:) open files
+    if (text.find("vq:") == std::string::npos && text.find("dump:") == std::string::npos)
+      (void)kvlab::parse_method(text)->spec();
   });
   attempt([&] { (void)kvlab::to_string(kvlab::parse_vq_spec(text)); });
   attempt([&] { (void)kvlab::resolve_layers(kvlab::parse_layers(text), 32); });

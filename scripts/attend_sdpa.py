@@ -61,15 +61,15 @@ def main():
     copy = float(rows[0]["copy_gbps"])
     out = [f"GPU: {rows[0]['device']} ({torch.cuda.get_device_name()}), torch {torch.__version__}; "
            f"copy {copy:.0f} GB/s (read + write); SDPA path: {sorted({p for _, p in sdpa.values()})}", "",
-           "| method | B | L | splits | cache MB | kvlab ms | SDPA fp16 ms | speed-up | dequant+SDPA ms | "
+           "| method | kernel | B | L | splits | cache MB | kvlab ms | SDPA fp16 ms | speed-up | dequant+SDPA ms | "
            "kvlab GB/s | of copy | SDPA of copy |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         B, L, Hq, Hkv, D = int(r["B"]), int(r["L"]), int(r["Hq"]), int(r["Hkv"]), int(r["D"])
         ms, s_ms = float(r["ms"]), sdpa[(B, L, Hq, Hkv, D)][0]
         dq = float(r["dequant_ms"])
         sdpa_bytes = 2 * B * Hkv * L * D * 2
-        out.append(f"| {r['method']} | {B} | {L} | {r['splits']} | {int(r['bytes']) / 1e6:.1f} | {ms:.4f} | "
+        out.append(f"| {r['method']} | {r.get('kernel', 'split')} | {B} | {L} | {r['splits']} | {int(r['bytes']) / 1e6:.1f} | {ms:.4f} | "
                    f"{s_ms:.4f} | {s_ms / ms:.2f}x | {(dq + s_ms) if dq > 0 else s_ms:.4f} | {float(r['gbps']):.0f} | "
                    f"{100 * float(r['of_copy']):.1f}% | {100 * sdpa_bytes / (s_ms * 1e6) / copy:.1f}% |")
     out += ["", "Goals (B=8, L=32768):"]
@@ -77,7 +77,7 @@ def main():
         if int(r["B"]) == 8 and int(r["L"]) == 32768 and r["method"] in GOALS:
             sp = sdpa[(8, 32768, int(r["Hq"]), int(r["Hkv"]), int(r["D"]))][0] / float(r["ms"])
             g = GOALS[r["method"]]
-            out.append(f"- {r['method']}: {sp:.2f}x vs goal {g}x: {'met' if sp >= g else 'MISSED'}")
+            out.append(f"- {r['method']} ({r.get('kernel', 'split')}): {sp:.2f}x vs goal {g}x: {'met' if sp >= g else 'MISSED'}")
     text = "\n".join(out) + "\n"
     print(text)
     if a.out:

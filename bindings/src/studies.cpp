@@ -14,16 +14,19 @@ namespace kvlab::bind {
 namespace {
 
 EvalShape shape_of(const DumpInfo& i) {
-  return {i.num_layers, i.num_q_heads, i.num_kv_heads, i.head_dim, i.tokens};
+  return {i.num_layers, i.num_q_heads, i.num_kv_heads,      i.head_dim,
+          i.tokens,     i.rope_style,  (float)i.rope_theta, i.has_k_pre_rope};
 }
 
-LayerLoader loader(const PyDump& d, const LongCall& call) {
-  return [&d, &call](int64_t layer) {
+// pre_rope: also read k_pre_rope (eval of a method that quantizes keys before RoPE).
+LayerLoader loader(const PyDump& d, const LongCall& call, bool pre_rope = false) {
+  return [&d, &call, pre_rope](int64_t layer) {
     call.check();
     LayerQKV x;
     x.q = d.reader->read(layer, Role::Q);
     x.k = d.reader->read(layer, Role::K);
     x.v = d.reader->read(layer, Role::V);
+    if (pre_rope && d.reader->info().has_k_pre_rope) x.k_pre_rope = d.reader->read(layer, Role::KPreRope);
     return x;
   };
 }
@@ -155,13 +158,20 @@ py::dict sweep_dict(const SweepResult& r) {
   return out;
 }
 
+// Eval reads k_pre_rope when one of its methods quantizes keys before RoPE; the studies never.
+bool wants_pre_rope(const EvalOptions& o) { return eval_needs_k_pre_rope(o.methods); }
+template <class Options>
+bool wants_pre_rope(const Options&) {
+  return false;
+}
+
 // Runs one study over the dump's layers with the GIL released: progress goes to `progress`, and
 // Ctrl-C stops it between layers (LongCall).
 template <class Options, class Study>
 auto run_study(const PyDump& d, Options& o, py::object progress, Study study) {
   LongCall call(progress);
   o.progress = call.hook();
-  const LayerLoader load = loader(d, call);
+  const LayerLoader load = loader(d, call, wants_pre_rope(o));
   py::gil_scoped_release release;
   return study(shape_of(d.reader->info()), load, o);
 }

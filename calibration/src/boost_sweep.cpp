@@ -210,7 +210,7 @@ SweepResult boost_sweep(const EvalShape& shape, const LayerLoader& load, const S
           caches.push_back(apply_kitty(mr, x.k.view(), x.v.view(), ch));
         }
       }
-      const auto err = attention_errors(x.q.view(), x.k.view(), x.v.view(), caches, positions);
+      const auto err = attention_errors(x.q.view(), x.k.view(), x.v.view(), caches, positions, o.backend);
       for (size_t i = b; i < e; ++i)
         for (const AttnStats& a : err[i - b]) res.rows[i].attn.merge(a);
     }

@@ -8,7 +8,7 @@
 namespace kvlab {
 
 Schedule Method::decode_schedule(int64_t) const {
-  throw std::invalid_argument("method '" + spec() + "' has no decode rule (docs/FORMATS.md section 10)");
+  throw std::invalid_argument("method '" + spec() + "' has no decode rule (docs/FORMATS.md section 12)");
 }
 
 namespace {

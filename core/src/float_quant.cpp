@@ -75,6 +75,60 @@ std::vector<float> floats_of(const TensorView& x) {
 // f_max(+0, -0) = +0 does); the GPU reduces the same way.
 inline uint32_t abs_bits(float v) { return float_bits(v) & 0x7fffffffu; }
 
+// The absmax of each scale group straight from x, with no fp32 copy: integer maxima of |x|'s
+// bits per channel, then per group (fp16 inputs on their own bits, which order as their values
+// do and convert exactly). non_finite: some |x| has the bits of Inf or NaN (at or above Inf's).
+template <class T, class Bits, Bits (*magnitude)(T)>
+Bits column_max(const T* x, const FloatLayout& L, std::vector<uint32_t>& m) {
+  std::vector<Bits> col(L.D);
+  Bits top = 0;
+  for (int64_t n = 0; n < L.N; ++n) {
+    std::fill(col.begin(), col.end(), Bits{0});
+    for (int64_t t = 0; t < L.T; ++t) {
+      const T* row = x + (n * L.T + t) * L.D;
+      for (int64_t c = 0; c < L.D; ++c) col[c] = std::max(col[c], magnitude(row[c]));
+    }
+    for (int64_t c = 0; c < L.D; ++c) {
+      top = std::max(top, col[c]);
+      const uint32_t b = sizeof(Bits) == 2 ? float_bits(half_to_float((uint16_t)col[c])) : (uint32_t)col[c];
+      uint32_t& g = m[L.scale_index(n, c)];
+      g = std::max(g, b);
+    }
+  }
+  return top;
+}
+
+inline uint16_t half_magnitude(uint16_t h) { return h & 0x7fffu; }
+
+std::vector<float> group_absmax(const TensorView& x, const FloatLayout& L, bool* non_finite) {
+  std::vector<uint32_t> m(L.fp4() ? 1 : L.n_scales(), 0u);
+  if (x.dtype == DType::F16)
+    *non_finite =
+        column_max<uint16_t, uint16_t, half_magnitude>(static_cast<const uint16_t*>(x.data), L, m) >= 0x7c00u;
+  else
+    *non_finite =
+        column_max<float, uint32_t, abs_bits>(static_cast<const float*>(x.data), L, m) >= 0x7f800000u;
+  std::vector<float> out(m.size());
+  for (size_t g = 0; g < m.size(); ++g) out[g] = bits_float(m[g]);
+  return out;
+}
+
+// True when x holds an Inf or NaN: one integer max over the magnitude bits (fp16 on its own
+// bits), which vectorizes; check_finite, a slower scalar pass, then names the first.
+bool any_non_finite(const TensorView& x) {
+  const int64_t n = x.numel();
+  if (x.dtype == DType::F16) {
+    const uint16_t* p = static_cast<const uint16_t*>(x.data);
+    uint16_t top = 0;
+    for (int64_t i = 0; i < n; ++i) top = std::max(top, half_magnitude(p[i]));
+    return top >= 0x7c00u;
+  }
+  const float* p = static_cast<const float*>(x.data);
+  uint32_t top = 0;
+  for (int64_t i = 0; i < n; ++i) top = std::max(top, abs_bits(p[i]));
+  return top >= 0x7f800000u;
+}
+
 // The value of rank ceil(p/100 * n) among the n values (nearest-rank percentile); p = 100: the max.
 float percentile_of(std::vector<float>& v, double p) {
   if (v.empty()) return 0.0f;
@@ -84,27 +138,9 @@ float percentile_of(std::vector<float>& v, double p) {
   return v[k];
 }
 
-// |x| statistics of each fp32 scale's group: absmax (total order, like the GPU's) or a percentile.
-std::vector<float> group_stat(const std::vector<float>& x, const FloatLayout& L, double p) {
+// The p-th percentile (p < 100) of |x| in each fp32 scale's group.
+std::vector<float> group_percentile(const std::vector<float>& x, const FloatLayout& L, double p) {
   const int64_t groups = L.fp4() ? 1 : L.n_scales();
-  if (p >= 100.0) {
-    // per-channel maxima of each slice (vectorizes across channels), then per group
-    std::vector<uint32_t> m(groups, 0u), col(L.D);
-    for (int64_t n = 0; n < L.N; ++n) {
-      std::fill(col.begin(), col.end(), 0u);
-      for (int64_t t = 0; t < L.T; ++t) {
-        const float* row = &x[(n * L.T + t) * L.D];
-        for (int64_t c = 0; c < L.D; ++c) col[c] = std::max(col[c], abs_bits(row[c]));
-      }
-      for (int64_t c = 0; c < L.D; ++c) {
-        uint32_t& g = m[L.scale_index(n, c)];
-        g = std::max(g, col[c]);
-      }
-    }
-    std::vector<float> out(groups);
-    for (int64_t g = 0; g < groups; ++g) out[g] = bits_float(m[g]);
-    return out;
-  }
   std::vector<std::vector<float>> vals(groups);
   for (int64_t n = 0; n < L.N; ++n)
     for (int64_t t = 0; t < L.T; ++t)
@@ -167,27 +203,37 @@ void fp4_row(const float* x, const FloatLayout& L, float s_t, uint8_t* codes, ui
 }  // namespace
 
 std::vector<float> float_scales(const TensorView& calib, const FloatSpec& s, const Calibration& c) {
-  check_finite(calib, "float_scales: calibration values");
+  const char* what = "float_scales: calibration values";
+  const bool valid = c.percentile > 0.0 && c.percentile <= 100.0;
+  const bool absmax =
+      valid && (s.format == FloatFormat::NVFP4 || (c.percentile == 100.0 && s.format != FloatFormat::MXFP4));
+  // The absmax scan finds non-finite values itself; check_finite then names the first. Every
+  // other case checks first, so errors come in the same order either way.
+  if (!absmax || calib.shape.size() < 2 || calib.numel() <= 0) check_finite(calib, what);
   const FloatLayout L = make_float_layout(calib.shape, s);
-  if (!(c.percentile > 0.0 && c.percentile <= 100.0))
+  if (absmax) {
+    bool non_finite = false;
+    const std::vector<float> m = group_absmax(calib, L, &non_finite);
+    if (non_finite) check_finite(calib, what);
+    if (s.format == FloatFormat::NVFP4) return {nvfp4_tensor_scale(m[0])};
+    std::vector<float> out = m;
+    for (float& v : out) v = fp8_scale(v, L.e5m2());
+    return out;
+  }
+  if (!valid)
     throw std::invalid_argument("float_scales: percentile " + text::format_double(c.percentile) +
                                 " is outside (0, 100]");
   if (s.format == FloatFormat::MXFP4) return {};
-  const std::vector<float> x = floats_of(calib);
-  if (s.format == FloatFormat::NVFP4) return {nvfp4_tensor_scale(group_stat(x, L, 100.0)[0])};
-  std::vector<float> out = group_stat(x, L, c.percentile);
+  std::vector<float> out = group_percentile(floats_of(calib), L, c.percentile);
   for (float& v : out) v = fp8_scale(v, L.e5m2());
   return out;
 }
 
-FloatQuantized quantize_float(const TensorView& x, const FloatSpec& s) {
-  return quantize_float(x, s, float_scales(x, s));
-}
+namespace {
 
-FloatQuantized quantize_float(const TensorView& x, const FloatSpec& s, const std::vector<float>& scales) {
-  const FloatLayout L = make_float_layout(x.shape, s);
-  check_finite(x, "quantize_float: input");
-  check_float_scales(scales, L, s);
+// The codes of x with valid scales; x already checked finite.
+FloatQuantized encode(const TensorView& x, const FloatSpec& s, const FloatLayout& L,
+                      const std::vector<float>& scales) {
   FloatQuantized q{s, x.shape, std::vector<uint8_t>(L.codes_bytes()), scales,
                    std::vector<uint8_t>(L.block_scale_bytes())};
   const int64_t rows = L.N * L.T, D = L.D;
@@ -213,6 +259,25 @@ FloatQuantized quantize_float(const TensorView& x, const FloatSpec& s, const std
     }
   }
   return q;
+}
+
+}  // namespace
+
+// Dynamic scales: float_scales' scan has checked x, so it is read twice, not three times
+// (MXFP4 has no tensor scale: checked once, then encoded).
+FloatQuantized quantize_float(const TensorView& x, const FloatSpec& s) {
+  if (s.format == FloatFormat::MXFP4) return quantize_float(x, s, {});
+  const std::vector<float> scales = float_scales(x, s);
+  const FloatLayout L = make_float_layout(x.shape, s);
+  check_float_scales(scales, L, s);
+  return encode(x, s, L, scales);
+}
+
+FloatQuantized quantize_float(const TensorView& x, const FloatSpec& s, const std::vector<float>& scales) {
+  const FloatLayout L = make_float_layout(x.shape, s);
+  if (any_non_finite(x)) check_finite(x, "quantize_float: input");
+  check_float_scales(scales, L, s);
+  return encode(x, s, L, scales);
 }
 
 std::vector<float> dequantize_float(const FloatQuantized& q) {

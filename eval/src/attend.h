@@ -22,16 +22,11 @@
 
 #include "aligned.h"
 #include "kvlab/attention.h"
+#include "kvlab/attention_unit.h"
 #include "kvlab/metrics.h"
 #include "topk.h"
 
 namespace kvlab::detail {
-
-// One method's cache of one KV head, row-major (T, D).
-struct MethodKV {
-  const float* dk = nullptr;     // K - K_hat (the reference keys minus the method's)
-  const float* v_hat = nullptr;  // V_hat
-};
 
 // What one task needs: B scaled query rows (q / sqrt(D)) with non-decreasing positions, the
 // reference K, V of the KV head (T, D) and the methods' caches. The query heads that share the

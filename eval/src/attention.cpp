@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "group.h"
+#include "kvlab/attention_unit.h"
 
 namespace kvlab {
 
@@ -103,6 +104,12 @@ std::vector<std::vector<AttnStats>> attention_errors(const TensorView& q, const 
                                                      const std::vector<Reconstruction>& caches,
                                                      const std::vector<int64_t>& positions,
                                                      const AttentionTiles& tiles) {
+  return attention_errors(q, k, v, caches, positions, AttentionBackend{}, tiles);
+}
+
+std::vector<std::vector<AttnStats>> attention_errors(
+    const TensorView& q, const TensorView& k, const TensorView& v, const std::vector<Reconstruction>& caches,
+    const std::vector<int64_t>& positions, const AttentionBackend& backend, const AttentionTiles& tiles) {
   const Dims d = check(q, k, v, positions, "attention_errors");
   for (size_t m = 0; m < caches.size(); ++m)
     if (caches[m].k.shape != k.shape || caches[m].v.shape != k.shape)
@@ -121,7 +128,10 @@ std::vector<std::vector<AttnStats>> attention_errors(const TensorView& q, const 
       job.methods.push_back({dk[m].data(), &caches[m].v.data[g * TD]});
     }
     detail::GroupResult res;
-    detail::run_group(job, res, nullptr, nullptr);
+    if (backend)
+      backend(job, res, nullptr);
+    else
+      detail::run_group(job, res, nullptr, nullptr);
     for (int m = 0; m < M; ++m)
       for (int64_t h = 0; h < group; ++h) out[m][g * group + h] = res.stats[m][h];
   }

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <ctime>
 #include <exception>
+#include <future>
 #include <stdexcept>
 
 #include "group.h"
@@ -88,7 +89,16 @@ std::vector<MethodEval> resolve_methods(const std::vector<std::string>& names, c
     } catch (const std::invalid_argument& e) {
       throw std::invalid_argument("--methods '" + name + "': " + e.what());
     }
+    if (m.method->needs_k_pre_rope() && !shape.has_k_pre_rope)
+      throw std::invalid_argument("--methods '" + name +
+                                  "' quantizes keys before RoPE, and the dump has no k_pre_rope: capture it "
+                                  "with `kvlab dump` (the C++ runner always writes it), `kvlab synth "
+                                  "--k-pre-rope`, or kvlab.capture(..., store_pre_rope=True)");
+    if (m.method->needs_k_pre_rope() && shape.rope_style == RopeStyle::None)
+      throw std::invalid_argument("--methods '" + name +
+                                  "' applies RoPE after dequantization, and the dump's rope_style is none");
     m.spec = m.method->spec();
+    m.calibration = m.method->calibration();
     m.bits = m.method->bits(shape.tokens, shape.head_dim);
     m.schedule = m.method->schedule(shape.tokens);
     out.push_back(std::move(m));
@@ -105,6 +115,8 @@ LayerQKV load_layer(const LayerLoader& load, int64_t layer, const EvalShape& sha
   check_tensor(x.q, {Hq, T, D}, layer, "q");
   check_tensor(x.k, {Hkv, T, D}, layer, "k");
   check_tensor(x.v, {Hkv, T, D}, layer, "v");
+  if (shape.has_k_pre_rope && !x.k_pre_rope.shape.empty())
+    check_tensor(x.k_pre_rope, {Hkv, T, D}, layer, "k_pre_rope");
   check_finite(x.q.view(), "eval: layer " + std::to_string(layer) + " q");
   for (int64_t h = 0; h < Hq; ++h) detail::gather_scaled(&x.q.data[h * T * D], pos, D, &x.q.data[h * N * D]);
   x.q.data.resize(Hq * N * D);
@@ -115,8 +127,13 @@ LayerQKV load_layer(const LayerLoader& load, int64_t layer, const EvalShape& sha
 // Phase 3: every method's cache of KV head g, with its reconstruction errors recorded in the
 // method's current layer. Methods run in parallel (core's loops inside run single-threaded
 // then); an exception is rethrown after the loop, the first method's first.
-std::vector<detail::HeadCache> apply_head(std::vector<MethodEval>& methods, int64_t layer, int64_t g,
-                                          const float* k, const float* v, int64_t T, int64_t D) {
+std::vector<detail::HeadCache> apply_head(std::vector<MethodEval>& methods, const EvalShape& shape,
+                                          const LayerQKV& x, int64_t layer, int64_t g) {
+  const int64_t T = shape.tokens, D = shape.head_dim;
+  const float* k = &x.k.data[g * T * D];
+  const float* v = &x.v.data[g * T * D];
+  HeadContext at{layer, g, {}, shape.rope_style, shape.rope_theta};
+  if (!x.k_pre_rope.shape.empty()) at.k_pre_rope = {&x.k_pre_rope.data[g * T * D], DType::F32, {1, T, D}};
   const int M = methods.size();
   // Dumps captured in fp16 hold fp16 values: methods then read fp16 views (the same values,
   // minus a per-element rounding to fp16 in every call).
@@ -132,7 +149,10 @@ std::vector<detail::HeadCache> apply_head(std::vector<MethodEval>& methods, int6
     try {
       MethodEval& m = methods[mi];
       detail::HeadCache& c = caches[mi];
-      c.r = m.method->apply(k_in, v_in, {layer, g});
+      if (m.method->needs_k_pre_rope() && !at.k_pre_rope.data)
+        throw std::invalid_argument("eval: method '" + m.spec +
+                                    "' needs k_pre_rope, which the loader did not read");
+      c.r = m.method->apply(k_in, v_in, at);
       detail::finish_head_cache(k, v, T, D, m.schedule, c);
       LayerEval& le = m.layers.back();
       le.key[g] = c.key;
@@ -151,7 +171,7 @@ std::vector<detail::HeadCache> apply_head(std::vector<MethodEval>& methods, int6
 // no method needs computing: its ||O|| enters the identical methods' relative error (0 / ||O||).
 void score_head(std::vector<MethodEval>& methods, const std::vector<detail::HeadCache>& caches,
                 const LayerQKV& x, int64_t g, const EvalShape& shape, const std::vector<int64_t>& pos,
-                const AttentionTiles& tiles, AttentionTimes* times) {
+                const AttentionTiles& tiles, const AttentionBackend& backend, AttentionTimes* times) {
   const int64_t T = shape.tokens, D = shape.head_dim, N = pos.size();
   const int64_t group = shape.num_q_heads / shape.num_kv_heads;
   int64_t visible = 0;  // valid causal entries per head
@@ -168,7 +188,10 @@ void score_head(std::vector<MethodEval>& methods, const std::vector<detail::Head
   job.v = &x.v.data[g * T * D];
   job.tiles = tiles;
   detail::GroupResult gr;
-  detail::run_group(job, gr, nullptr, times);
+  if (backend)
+    backend(job, gr, times);
+  else
+    detail::run_group(job, gr, nullptr, times);
   for (int64_t h = 0; h < group; ++h) {
     int slot = 0;  // index among the computed methods
     for (size_t mi = 0; mi < methods.size(); ++mi) {
@@ -197,6 +220,19 @@ void finish(std::vector<MethodEval>& methods) {
 
 }  // namespace
 
+bool eval_needs_k_pre_rope(const std::vector<std::string>& methods) {
+  for (const auto& name : methods) {
+    MethodPtr m;
+    try {
+      m = parse_method(name);
+    } catch (const std::invalid_argument&) {
+      continue;  // evaluate() reports it with the option named
+    }
+    if (m->needs_k_pre_rope()) return true;
+  }
+  return false;
+}
+
 EvalResult evaluate(const EvalShape& shape, const LayerLoader& load, const EvalOptions& opt) {
   const auto t_start = Clock::now();
   const double cpu_start = process_cpu();
@@ -209,7 +245,7 @@ EvalResult evaluate(const EvalShape& shape, const LayerLoader& load, const EvalO
     throw std::invalid_argument("eval: tile sizes must be >= 1 (query_tile " +
                                 std::to_string(opt.tiles.query_tile) + ", key_tile " +
                                 std::to_string(opt.tiles.key_tile) + ")");
-  const int64_t T = shape.tokens, D = shape.head_dim, Hq = shape.num_q_heads, Hkv = shape.num_kv_heads;
+  const int64_t T = shape.tokens, Hq = shape.num_q_heads, Hkv = shape.num_kv_heads;
   res.methods = resolve_methods(opt.methods.empty() ? default_eval_methods() : opt.methods, shape);
   const std::vector<int64_t> pos = select_queries(opt.queries, T);
   res.num_queries = pos.size();
@@ -218,12 +254,21 @@ EvalResult evaluate(const EvalShape& shape, const LayerLoader& load, const EvalO
   ScopedThreads threads(opt.threads);
   res.threads = threads.count();
   const int64_t total_layers = res.layers.last - res.layers.first + 1;
+  // With prefetch, the next layer loads on a second thread while this one is computed; the
+  // load phase then counts only the wait for it.
+  std::future<LayerQKV> next;
+  auto start_load = [&](int64_t layer) {
+    return std::async(opt.prefetch ? std::launch::async : std::launch::deferred,
+                      [&, layer] { return load_layer(load, layer, shape, pos); });
+  };
+  next = start_load(res.layers.first);
   for (int64_t layer = res.layers.first; layer <= res.layers.last; ++layer) {
     LayerQKV x;
     {
       PhaseTimer t(res.times.load, res.times.load_cpu);
-      x = load_layer(load, layer, shape, pos);
+      x = next.get();
     }
+    if (layer < res.layers.last) next = start_load(layer + 1);
     for (auto& m : res.methods) {
       LayerEval le;
       le.layer = layer;
@@ -236,10 +281,10 @@ EvalResult evaluate(const EvalShape& shape, const LayerLoader& load, const EvalO
       std::vector<detail::HeadCache> caches;
       {
         PhaseTimer t(res.times.quantize, res.times.quantize_cpu);
-        caches = apply_head(res.methods, layer, g, &x.k.data[g * T * D], &x.v.data[g * T * D], T, D);
+        caches = apply_head(res.methods, shape, x, layer, g);
       }
       PhaseTimer t(res.times.attention, res.times.attention_cpu);
-      score_head(res.methods, caches, x, g, shape, pos, opt.tiles, &res.times.cpu);
+      score_head(res.methods, caches, x, g, shape, pos, opt.tiles, opt.backend, &res.times.cpu);
     }
     if (opt.progress) opt.progress({layer - res.layers.first + 1, total_layers, since(t_start)});
   }

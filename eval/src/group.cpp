@@ -73,6 +73,18 @@ void run_group(const GroupJob& g, GroupResult& result, float* out_o, AttentionTi
   }
 }
 
+}  // namespace kvlab::detail
+
+namespace kvlab {
+
+void cpu_attention_unit(const AttentionUnit& unit, AttentionUnitResult& result, AttentionTimes* times) {
+  detail::run_group(unit, result, nullptr, times);
+}
+
+}  // namespace kvlab
+
+namespace kvlab::detail {
+
 void gather_scaled(const float* src, const std::vector<int64_t>& pos, int64_t D, float* dst) {
   const float s = (float)(1.0 / std::sqrt((double)D));
   for (size_t i = 0; i < pos.size(); ++i) {

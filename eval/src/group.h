@@ -7,23 +7,13 @@
 
 #include "attend.h"
 #include "kvlab/attention.h"
+#include "kvlab/attention_unit.h"
 
 namespace kvlab::detail {
 
-struct GroupJob {
-  const float* q = nullptr;  // (heads, N, D) selected queries, scaled by 1/sqrt(D)
-  int64_t heads = 0, N = 0, D = 0;
-  const int64_t* pos = nullptr;  // N positions, ascending
-  const float* k = nullptr;      // reference K, V of the KV head, (T, D)
-  const float* v = nullptr;
-  std::vector<MethodKV> methods;
-  AttentionTiles tiles;
-};
-
-struct GroupResult {
-  std::vector<std::vector<AttnStats>> stats;  // [method][head]
-  std::vector<double> ref_sq;                 // per head: sum over queries of ||O||^2
-};
+// The public unit of work (kvlab/attention_unit.h) under the kernel's names.
+using GroupJob = AttentionUnit;
+using GroupResult = AttentionUnitResult;
 
 // out_o: optional (heads, N, D) reference outputs. times: optional CPU seconds by part.
 void run_group(const GroupJob& job, GroupResult& result, float* out_o, AttentionTimes* times);

@@ -99,7 +99,10 @@ std::vector<std::string> split_method_list(const std::string& text) {
     if (end == std::string::npos) end = text.size();
     const std::string item = text.substr(start, end - start);
     if (item.empty()) throw std::invalid_argument("--methods '" + text + "': empty method name");
-    const bool continues = item.find('=') != std::string::npos && item.find(':') == std::string::npos;
+    // key=value continues the method before; family:key=... starts one (a value may hold ':',
+    // as calib=percentile:99.9 or calib=dump:PATH)
+    const size_t eq = item.find('='), colon = item.find(':');
+    const bool continues = eq != std::string::npos && (colon == std::string::npos || eq < colon);
     if (continues) {
       if (out.empty())
         throw std::invalid_argument("--methods '" + text + "': '" + item +

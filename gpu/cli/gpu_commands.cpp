@@ -158,7 +158,14 @@ void add_attend_validate(CLI::App& parent, const std::string& prog) {
       ->allow_extra_args(false);
   v->add_flag("--small", opt->small, "short sequences only (for compute-sanitizer runs)");
   v->add_option("--seed", opt->seed, "data seed")->capture_default_str();
-  v->callback([opt, prog] {
+  auto vk = std::make_shared<std::string>("auto");
+  v->add_option("--kernel", *vk,
+                "auto (the kernel each case gets, and the split kernel too where that is the streaming one), "
+                "split or stream")
+      ->check(CLI::IsMember({"auto", "split", "stream"}))
+      ->capture_default_str();
+  v->callback([opt, prog, vk] {
+    opt->kernel = parse_decode_kernel(*vk);
     require_device(prog, "attend-validate");
     run_or_exit(prog, "attend-validate", [&] {
       std::printf("device: %s\n", device_name().c_str());
@@ -194,7 +201,12 @@ void add_attend_bench(CLI::App& parent, const std::string& prog) {
       ->capture_default_str()
       ->check(CLI::Range(1, 100000));
   b->add_option("--csv", opt->csv, "also write the rows as CSV");
-  b->callback([opt, prog] {
+  auto bk = std::make_shared<std::string>("auto");
+  b->add_option("--kernel", *bk, "auto (streaming where it serves, else split), split or stream")
+      ->check(CLI::IsMember({"auto", "split", "stream"}))
+      ->capture_default_str();
+  b->callback([opt, prog, bk] {
+    opt->kernel = parse_decode_kernel(*bk);
     require_device(prog, "attend-bench");
     run_or_exit(prog, "attend-bench", [&] { attend_bench(*opt, stdout); });
   });

@@ -61,11 +61,12 @@ void attend_bench(const AttnBenchOptions& opt, std::FILE* out) {
     tmp = opt.csv + ".tmp";
     csv = std::fopen(tmp.c_str(), "w");
     if (!csv) throw std::runtime_error("attend-bench: cannot write " + tmp);
-    std::fprintf(csv, "device,copy_gbps,method,B,L,Hq,Hkv,D,splits,bytes,ms,gbps,of_copy,dequant_ms\n");
+    std::fprintf(csv,
+                 "device,copy_gbps,method,kernel,B,L,Hq,Hkv,D,splits,bytes,ms,gbps,of_copy,dequant_ms\n");
   }
   std::fprintf(out, "device: %s; copy %.0f GB/s (read + write)\n", device_name().c_str(), copy);
-  std::fprintf(out, "%-8s %3s %7s %6s %12s %9s %8s %8s %11s\n", "method", "B", "L", "splits", "bytes", "ms",
-               "GB/s", "of_copy", "dequant_ms");
+  std::fprintf(out, "%-8s %-6s %3s %7s %6s %12s %9s %8s %8s %11s\n", "method", "kernel", "B", "L", "splits",
+               "bytes", "ms", "GB/s", "of_copy", "dequant_ms");
   std::mt19937_64 rng(1);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   for (const std::string& name : methods) {
@@ -74,8 +75,9 @@ void attend_bench(const AttnBenchOptions& opt, std::FILE* out) {
       for (int L : opt.lengths) {
         const auto cache = make_random_decode_cache(*m, B, opt.Hkv, opt.D, L, 11);
         const auto& c = cache->impl();
-        const int splits = auto_splits(*cache);
-        DecodeLaunch run(c, opt.Hq, splits);
+        const DecodeKernel kernel = pick_kernel(*cache, opt.Hq, opt.kernel);
+        const int splits = auto_splits(*cache, kernel);
+        DecodeLaunch run(c, opt.Hq, splits, kernel == DecodeKernel::Stream);
         std::vector<float> q((size_t)B * opt.Hq * opt.D);
         for (float& x : q) x = nd(rng);
         cuda_check(cudaMemcpy(run.q.p, q.data(), q.size() * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
@@ -92,13 +94,14 @@ void attend_bench(const AttnBenchOptions& opt, std::FILE* out) {
           });
         }
         const double gbps = (double)cache->bytes() / (ms * 1e6);
-        std::fprintf(out, "%-8s %3d %7d %6d %12lld %9.4f %8.0f %7.1f%% %11.4f\n", name.c_str(), B, L, splits,
-                     (long long)cache->bytes(), ms, gbps, 100 * gbps / copy, dq_ms);
+        std::fprintf(out, "%-8s %-6s %3d %7d %6d %12lld %9.4f %8.0f %7.1f%% %11.4f\n", name.c_str(),
+                     decode_kernel_name(kernel), B, L, splits, (long long)cache->bytes(), ms, gbps,
+                     100 * gbps / copy, dq_ms);
         std::fflush(out);
         if (csv)
-          std::fprintf(csv, "\"%s\",%.1f,%s,%d,%d,%d,%d,%d,%d,%lld,%.5f,%.1f,%.4f,%.5f\n",
-                       device_name().c_str(), copy, name.c_str(), B, L, opt.Hq, opt.Hkv, opt.D, splits,
-                       (long long)cache->bytes(), ms, gbps, gbps / copy, dq_ms);
+          std::fprintf(csv, "\"%s\",%.1f,%s,%s,%d,%d,%d,%d,%d,%d,%lld,%.5f,%.1f,%.4f,%.5f\n",
+                       device_name().c_str(), copy, name.c_str(), decode_kernel_name(kernel), B, L, opt.Hq,
+                       opt.Hkv, opt.D, splits, (long long)cache->bytes(), ms, gbps, gbps / copy, dq_ms);
       }
   }
   if (csv) {

@@ -232,10 +232,74 @@ std::unique_ptr<DecodeCache> make_random_decode_cache(const Method& m, int B, in
   return std::make_unique<DecodeCache>(std::move(impl));
 }
 
-int auto_splits(const DecodeCache& cache) {
+DecodeKernel parse_decode_kernel(const std::string& s) {
+  if (s == "auto") return DecodeKernel::Auto;
+  if (s == "split") return DecodeKernel::Split;
+  if (s == "stream") return DecodeKernel::Stream;
+  throw std::invalid_argument("decode kernel '" + s + "' (want auto, split or stream)");
+}
+
+const char* decode_kernel_name(DecodeKernel k) {
+  return k == DecodeKernel::Stream ? "stream" : k == DecodeKernel::Split ? "split" : "auto";
+}
+
+std::string stream_refusal(const DecodeCache& cache, int Hq) {
+  const auto& c = cache.impl();
+  if (c.D != 128 || Hq != 4 * c.Hkv) return "head_dim 128 with 4 query heads per KV head only";
+  const attn::AttnKind& k = c.kind;
+  if (!(k.kbits == 0 && k.vbits == 0) &&
+      !(!k.kboost && !k.vchannel && k.kbits == k.vbits && (k.kbits == 2 || k.kbits == 4)))
+    return "formats: fp16, or kivi with kbits = vbits = 2 or 4";
+  const int tt = attn::stream_tile_tokens(k.kbits);
+  auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
+  for (const attn::AttnSeq& s : c.seqs) {
+    if (!aligned(s.k_fp) || !aligned(s.v_fp)) return "fp16 rows not 16-byte aligned";
+    const PackedLayout &kf = s.k.f, &vf = s.v.f;
+    if (kf.T > 0 &&
+        (kf.sym || (kf.groups > 1 && kf.G % tt != 0) || kf.row_bytes % 16 != 0 || !aligned(s.k.codes)))
+      return "keys: asymmetric, groups a multiple of " + std::to_string(tt) + " tokens, 16-byte rows";
+    if (vf.T > 0 && (vf.sym || vf.groups != 1 || vf.row_bytes != 128 * k.vbits / 8 || !aligned(s.v.codes)))
+      return "values: one asymmetric group per token";
+  }
+  return "";
+}
+
+DecodeKernel pick_kernel(const DecodeCache& cache, int Hq, DecodeKernel want) {
+  if (want == DecodeKernel::Split) return want;
+  const std::string why = stream_refusal(cache, Hq);
+  if (why.empty()) return DecodeKernel::Stream;
+  if (want == DecodeKernel::Stream) throw std::invalid_argument("decode attention: streaming kernel: " + why);
+  return DecodeKernel::Split;
+}
+
+std::vector<DecodeShape> decode_shapes(const DecodeCache::Impl& c, DecodeKernel k, int splits) {
+  std::vector<DecodeShape> out;
+  for (const attn::AttnSeq& s : c.seqs) {
+    DecodeShape d;
+    d.kernel = k;
+    d.splits = splits;
+    d.tile_tokens = k == DecodeKernel::Stream ? attn::stream_tile_tokens(c.kind.kbits)
+                                              : attn::attn_tile_tokens(c.kind.kbits);
+    if (k == DecodeKernel::Stream)
+      d.main_tokens = attn::stream_main_tokens(c.kind.kbits, s.L, (int)s.k.f.T, (int)s.v.f.T);
+    out.push_back(d);
+  }
+  return out;
+}
+
+int auto_splits(const DecodeCache& cache, DecodeKernel kernel) {
   const auto& c = cache.impl();
   int sms = 0;
   cuda_check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), "cudaDeviceGetAttribute");
+  if (kernel == DecodeKernel::Stream) {
+    // one wave of blocks (B x Hkv x splits <= what the SMs hold at once), every warp a tile or more
+    int tiles = 0;
+    const int tt = attn::stream_tile_tokens(c.kind.kbits);
+    for (const attn::AttnSeq& s : c.seqs)
+      tiles = std::max(tiles, attn::stream_main_tokens(c.kind.kbits, s.L, (int)s.k.f.T, (int)s.v.f.T) / tt);
+    const int slots = sms * std::max(1, attn::stream_blocks_per_sm(c.kind));
+    return std::max(1, std::min(slots / (c.B * c.Hkv), tiles / attn::kStreamWarps));
+  }
   int max_len = 0;
   for (int L : c.lens) max_len = std::max(max_len, L);
   const int tiles =
@@ -244,7 +308,8 @@ int auto_splits(const DecodeCache& cache) {
   return std::max(1, std::min(want, tiles));
 }
 
-DecodeLaunch::DecodeLaunch(const DecodeCache::Impl& c, int Hq, int splits) {
+DecodeLaunch::DecodeLaunch(const DecodeCache::Impl& c, int Hq, int splits, bool use_stream)
+    : stream(use_stream) {
   if (Hq % c.Hkv != 0)
     throw std::invalid_argument("decode attention: " + std::to_string(Hq) + " query heads for " +
                                 std::to_string(c.Hkv) + " KV heads (want a multiple)");
@@ -264,7 +329,9 @@ DecodeLaunch::DecodeLaunch(const DecodeCache::Impl& c, int Hq, int splits) {
 }
 
 void DecodeLaunch::run(const DecodeCache::Impl& c, cudaStream_t s) const {
-  const std::string why = attn::launch_decode(c.kind, c.D, group, c.B, args, static_cast<float*>(out.p), s);
+  const std::string why =
+      stream ? attn::launch_stream(c.kind, c.B, args, static_cast<float*>(out.p), s)
+             : attn::launch_decode(c.kind, c.D, group, c.B, args, static_cast<float*>(out.p), s);
   if (!why.empty()) throw std::invalid_argument("decode attention: " + why);
   cuda_check(cudaGetLastError(), "decode attention launch");
 }
@@ -273,8 +340,10 @@ DecodeResult decode_attention(const DecodeCache& cache, const std::vector<float>
                               const DecodeOptions& opt) {
   const auto& c = cache.impl();
   DecodeResult r;
-  r.splits = opt.splits > 0 ? opt.splits : auto_splits(cache);
-  DecodeLaunch run(c, Hq, r.splits);
+  r.kernel = pick_kernel(cache, Hq, opt.kernel);
+  r.splits = opt.splits > 0 ? opt.splits : auto_splits(cache, r.kernel);
+  r.shapes = decode_shapes(c, r.kernel, r.splits);
+  DecodeLaunch run(c, Hq, r.splits, r.kernel == DecodeKernel::Stream);
   const int64_t rows = (int64_t)c.B * Hq;
   if ((int64_t)q.size() != rows * c.D)
     throw std::invalid_argument("decode attention: q has " + std::to_string(q.size()) +

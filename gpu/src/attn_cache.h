@@ -25,9 +25,16 @@ struct DecodeLaunch {
   DeviceBuffer q, out, part_o, part_ml;
   attn::AttnArgs args;
   int group = 0;
-  DecodeLaunch(const DecodeCache::Impl& c, int Hq, int splits);
+  bool stream = false;  // the streaming kernel (else the split kernel)
+  DecodeLaunch(const DecodeCache::Impl& c, int Hq, int splits, bool stream);
   void run(const DecodeCache::Impl& c, cudaStream_t s) const;  // throws when no kernel serves
 };
+
+// The kernel decode_attention runs for `want` (Auto: streaming where it serves); throws when
+// Stream is asked for and does not serve.
+DecodeKernel pick_kernel(const DecodeCache& cache, int Hq, DecodeKernel want);
+// What the error bound needs to know of the run (DecodeShape per sequence).
+std::vector<DecodeShape> decode_shapes(const DecodeCache::Impl& c, DecodeKernel k, int splits);
 
 // The kernel kind serving m (check_decode_method's rules).
 attn::AttnKind decode_kind(const Method& m, int64_t D);

@@ -11,4 +11,6 @@ bool launch_kivi4(int D, int group, const AttnArgs& a, int B,
 bool launch_kivi2(int D, int group, const AttnArgs& a, int B, cudaStream_t s);
 bool launch_kitty2(int D, int group, const AttnArgs& a, int B,
                    cudaStream_t s);  // Kitty 2-bit key pages, 2-bit V
+// The streaming kernel (D 128, 4 heads per group) of a kind; false when it has none.
+bool launch_stream_kernel(const AttnKind& k, int B, const AttnArgs& a, cudaStream_t s);
 }  // namespace kvlab::gpu::attn

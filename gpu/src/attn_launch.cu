@@ -49,4 +49,10 @@ const char* launch_decode(const AttnKind& k, int D, int group, int B, const Attn
   return "";
 }
 
+const char* launch_stream(const AttnKind& k, int B, const AttnArgs& a, float* out, cudaStream_t s) {
+  if (!launch_stream_kernel(k, B, a, s)) return "no streaming decode kernel for this pair of formats";
+  combine_splits<<<B * a.Hkv * 4, 128, 0, s>>>(a.part_o, a.part_ml, out, a.splits, 128);
+  return "";
+}
+
 }  // namespace kvlab::gpu::attn

@@ -39,8 +39,12 @@ std::vector<double> decode_reference(const float* q, const float* k_hat, const f
 //  - the sums P V and sum P run in fp32 chains no longer than n = tokens per token lane per split
 //    (16 or 32 lanes) + lanes + splits + tiles + a tile's share of the softmax sum: 2 gamma(n) max|v|;
 //  - the per-tile rescales and the final division: (3 tiles + 4) u max|v|.
+//  Streaming kernel: a lane's P V chain holds its warp's share of the split's staged tiles plus
+//  (at most) every token of the rest, then the merges of warps and splits; its rescales are one
+//  per tile or rest chunk plus the merges.
 double decode_error_bound(const float* q_head, const float* k_hat, const float* v_hat, int L, int D,
-                          int splits, int tile_tokens) {
+                          const DecodeShape& shape) {
+  const int splits = shape.splits, tile_tokens = shape.tile_tokens;
   const double u = std::ldexp(1.0, -24);
   auto gamma = [u](double n) { return n * u / (1 - n * u); };
   double amax = 0, vmax = 0;
@@ -54,6 +58,14 @@ double decode_error_bound(const float* q_head, const float* k_hat, const float* 
   }
   const double delta = gamma(D + 2) * amax * 1.4426950408889634 / std::sqrt((double)D);
   const double eta = std::log(2.0) * 2 * delta + 4 * u;
+  if (shape.kernel == DecodeKernel::Stream) {
+    const int W = attn::kStreamWarps, ntiles = shape.main_tokens / tile_tokens;
+    const int per_warp = ((ntiles + splits - 1) / splits + W - 1) / W;  // tiles
+    const int rest = L - shape.main_tokens;
+    const int rescales = per_warp + (rest + 31) / 32 + W + splits;
+    const double n = (double)per_warp * tile_tokens + rest + tile_tokens / 32 + 5 + W + splits + rescales + 8;
+    return vmax * (2 * eta / (1 - eta) + 2 * gamma(n) + (3.0 * rescales + 4) * u);
+  }
   const int tiles = 1 + (L + tile_tokens - 1) / tile_tokens;
   const int per_split = std::min(L, (tiles + splits - 1) / splits * tile_tokens);
   const int lanes = attn::kAttnThreads / (D / 16);

@@ -64,4 +64,20 @@ KV_HD constexpr int attn_tile_tokens(int kbits) { return kbits ? kAttnThreads * 
 const char* launch_decode(const AttnKind& kind, int D, int group, int B, const AttnArgs& a, float* out,
                           cudaStream_t s);
 
+// The streaming kernel (attn_stream.cuh): D = 128, 4 query heads per KV head, kStreamWarps
+// independent warps per block, each over its own tiles of stream_tile_tokens tokens.
+constexpr int kStreamWarps = 4;
+KV_HD constexpr int stream_tile_tokens(int kbits) { return kbits ? 128 / kbits : 32; }
+// Tokens of a sequence in the staged tiles: [main_begin, main_begin + stream_main_tokens); the
+// rest (sink, residual, a last partial tile) go token by token.
+KV_HD int stream_main_begin(int kbits, int S) { return kbits ? S : 0; }
+KV_HD int stream_main_tokens(int kbits, int L, int kq, int vq) {
+  const int tt = stream_tile_tokens(kbits);
+  return kbits ? (kq < vq ? kq : vq) / tt * tt : L / tt * tt;
+}
+// Streaming kernel then combine; "" or why it does not serve. Blocks of it one SM holds: 0 when
+// the kind has no streaming kernel.
+const char* launch_stream(const AttnKind& kind, int B, const AttnArgs& a, float* out, cudaStream_t s);
+int stream_blocks_per_sm(const AttnKind& kind);
+
 }  // namespace kvlab::gpu::attn

@@ -35,7 +35,7 @@ std::string lens_text(const std::vector<int>& lens) {
   return s;
 }
 
-AttnValidationRow run_case(const Method& m, const Case& c, std::mt19937_64& rng) {
+AttnValidationRow run_case(const Method& m, const Case& c, DecodeKernel kernel, std::mt19937_64& rng) {
   const int B = (int)c.lens.size();
   std::vector<std::vector<float>> ks, vs;
   std::vector<TensorView> kv, vv;
@@ -52,6 +52,7 @@ AttnValidationRow run_case(const Method& m, const Case& c, std::mt19937_64& rng)
   DecodeOptions opt;
   opt.splits = c.splits;
   opt.debug = true;
+  opt.kernel = kernel;
   const DecodeResult r = decode_attention(*cache, q, c.Hq, opt);
   AttnValidationRow row;
   row.method = m.spec();
@@ -60,8 +61,8 @@ AttnValidationRow run_case(const Method& m, const Case& c, std::mt19937_64& rng)
   row.Hkv = c.Hkv;
   row.D = c.D;
   row.splits = r.splits;
+  row.kernel = decode_kernel_name(r.kernel);
   int64_t off = 0;
-  const int tile = attn::attn_tile_tokens(cache->impl().kind.kbits);
   for (int b = 0; b < B; ++b) {
     const Reconstruction hat = m.apply(kv[b], vv[b]);
     const int64_t n = (int64_t)c.Hkv * c.lens[b] * c.D;
@@ -79,7 +80,7 @@ AttnValidationRow run_case(const Method& m, const Case& c, std::mt19937_64& rng)
       const int kvh = hq / (c.Hq / c.Hkv);
       const size_t head = (size_t)kvh * c.lens[b] * c.D;
       const double bound = decode_error_bound(&q[((size_t)b * c.Hq + hq) * c.D], hat.k.data.data() + head,
-                                              hat.v.data.data() + head, c.lens[b], c.D, r.splits, tile);
+                                              hat.v.data.data() + head, c.lens[b], c.D, r.shapes[b]);
       for (int ch = 0; ch < c.D; ++ch) {
         const double o = r.out[((size_t)b * c.Hq + hq) * c.D + ch];
         const double err = std::isfinite(o) ? std::fabs(o - ref[(size_t)hq * c.D + ch]) : HUGE_VAL;
@@ -89,6 +90,14 @@ AttnValidationRow run_case(const Method& m, const Case& c, std::mt19937_64& rng)
     }
   }
   return row;
+}
+
+// The streaming kernel's static rules (D 128, 4 query heads per KV head, its formats).
+bool stream_serves(const Method& m, const Case& c) {
+  if (c.D != 128 || c.Hq != 4 * c.Hkv) return false;
+  const attn::AttnKind k = decode_kind(m, c.D);
+  return (k.kbits == 0 && k.vbits == 0) ||
+         (!k.kboost && !k.vchannel && k.kbits == k.vbits && (k.kbits == 2 || k.kbits == 4));
 }
 
 }  // namespace
@@ -112,17 +121,26 @@ std::vector<AttnValidationRow> validate_attention(const AttnValidateOptions& opt
   std::vector<AttnValidationRow> rows;
   for (const std::string& name : methods) {
     const MethodPtr m = parse_method(name);
-    for (const Case& c : cases) rows.push_back(run_case(*m, c, rng));
+    for (const Case& c : cases) {
+      // the same data for every kernel of a case
+      const std::mt19937_64 start = rng;
+      if (opt.kernel == DecodeKernel::Stream && !stream_serves(*m, c)) continue;
+      rows.push_back(run_case(*m, c, opt.kernel, rng));
+      if (opt.kernel == DecodeKernel::Auto && rows.back().kernel == std::string("stream")) {
+        std::mt19937_64 again = start;
+        rows.push_back(run_case(*m, c, DecodeKernel::Split, again));
+      }
+    }
   }
   return rows;
 }
 
 void print_attention_validation(const std::vector<AttnValidationRow>& rows, std::FILE* out) {
-  std::fprintf(out, "%-72s %-16s %3s %3s %3s %6s %12s %10s %10s %8s %s\n", "method", "lengths", "Hq", "Hkv",
-               "D", "splits", "hat_bytes", "hat_diff", "max_err", "err/bnd", "ok");
+  std::fprintf(out, "%-72s %-16s %-6s %3s %3s %3s %6s %12s %10s %10s %8s %s\n", "method", "lengths", "kernel",
+               "Hq", "Hkv", "D", "splits", "hat_bytes", "hat_diff", "max_err", "err/bnd", "ok");
   for (const auto& r : rows)
-    std::fprintf(out, "%-72s %-16s %3d %3d %3d %6d %12lld %10lld %10.3g %8.3g %s\n", r.method.c_str(),
-                 r.lengths.c_str(), r.Hq, r.Hkv, r.D, r.splits, (long long)r.hat_bytes,
+    std::fprintf(out, "%-72s %-16s %-6s %3d %3d %3d %6d %12lld %10lld %10.3g %8.3g %s\n", r.method.c_str(),
+                 r.lengths.c_str(), r.kernel.c_str(), r.Hq, r.Hkv, r.D, r.splits, (long long)r.hat_bytes,
                  (long long)r.hat_mismatches, r.max_err, r.max_err_over_bound, r.ok() ? "ok" : "FAIL");
 }
 

@@ -78,6 +78,7 @@ std::vector<T> read_dataset(hid_t file, const std::string& name, hid_t mem_type,
 }  // namespace
 
 void write_codebook_file(const std::string& path, const CodebookFile& f) {
+  std::lock_guard<std::recursive_mutex> g(h5::library_lock());
   h5::silence_errors();
   const std::string where = "'" + path + "'";
   TempFile tmp(path);
@@ -124,6 +125,7 @@ std::string vq_spec_text(int64_t vec, int64_t bits, int64_t stages) {
 namespace {
 
 CodebookFile read_unisolated(const std::string& path, const std::string& where) {
+  std::lock_guard<std::recursive_mutex> g(h5::library_lock());
   if (H5Fis_hdf5(path.c_str()) <= 0) throw std::runtime_error(where + ": not an HDF5 file");
   Id file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
   if (!file.valid()) throw std::runtime_error(where + ": cannot open");

@@ -23,6 +23,10 @@ enum class Stored { F16, BF16, F32 };
 class Hdf5Dump final : public DumpReader {
  public:
   explicit Hdf5Dump(const std::string& path);
+  ~Hdf5Dump() override {
+    std::lock_guard<std::recursive_mutex> g(h5::library_lock());
+    file_.reset();
+  }
   const DumpInfo& info() const override { return info_; }
   const std::string& path() const override { return path_; }
   Tensor read(int64_t layer, Role role) const override { return load(layer, role, -1); }
@@ -44,6 +48,7 @@ class Hdf5Dump final : public DumpReader {
 };
 
 Hdf5Dump::Hdf5Dump(const std::string& path) : path_(path) {
+  std::lock_guard<std::recursive_mutex> g(h5::library_lock());
   h5::silence_errors();
   struct stat st;
   if (stat(path.c_str(), &st) != 0) fail("no such file");
@@ -140,6 +145,7 @@ Stored Hdf5Dump::check_dataset(int64_t layer, Role role) const {
 }
 
 Tensor Hdf5Dump::load(int64_t layer, Role role, int64_t head) const {
+  std::lock_guard<std::recursive_mutex> g(h5::library_lock());
   if (head < 0) check_request(layer, role, 0);
   const std::string name = dataset_path(layer, role);
   const Stored st = stored_[layer * 4 + (int)role];

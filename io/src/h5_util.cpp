@@ -4,6 +4,11 @@
 
 namespace kvlab::h5 {
 
+std::recursive_mutex& library_lock() {
+  static std::recursive_mutex lock;
+  return lock;
+}
+
 void Id::reset() {
   if (id_ < 0) return;
   switch (H5Iget_type(id_)) {

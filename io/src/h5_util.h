@@ -3,6 +3,7 @@
 #include <hdf5.h>
 
 #include <cstdint>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -32,6 +33,11 @@ class Id {
  private:
   hid_t id_ = H5I_INVALID_HID;
 };
+
+// Debian's libhdf5 is the serial build, not thread-safe: every call into it that may run beside
+// another thread (eval's layer prefetch next to a method reading its calibration dump) holds this
+// lock. Recursive, since a locked read may open or close identifiers through other helpers.
+std::recursive_mutex& library_lock();
 
 // HDF5 prints its error stack to stderr by default; kvlab reports its own messages instead.
 void silence_errors();

@@ -1,4 +1,4 @@
-// Decode-faithful simulation of a KV method in the decoder (docs/FORMATS.md section 10). The
+// Decode-faithful simulation of a KV method in the decoder (docs/FORMATS.md section 12). The
 // cache holds fp16 k and v; after each block, a quantized layer's heads are rebuilt once by
 // decode_final (every step's quantized bytes), and query position t takes key/value row j from
 // those bytes when j is in the method's decode_schedule(t + 1), from fp16 otherwise. A block of

@@ -171,3 +171,29 @@ TEST(BoostSweep, ShortSequencesAreRefused) {
 }
 
 }  // namespace
+
+namespace {
+
+// A backend (kvlab/attention_unit.h) computes every attention unit of the sweep: the CPU kernel
+// through it gives the same bits as without.
+TEST(BoostSweep, BackendComputesEveryUnitWithTheSameBits) {
+  Fixture f(512);
+  const SweepResult plain = boost_sweep(f.shape, f.load, small());
+  SweepOptions o = small();
+  int calls = 0;
+  o.backend = [&](const AttentionUnit& u, AttentionUnitResult& r, AttentionTimes* t) {
+    ++calls;
+    cpu_attention_unit(u, r, t);
+  };
+  const SweepResult through = boost_sweep(f.shape, f.load, o);
+  EXPECT_GT(calls, 0);
+  ASSERT_EQ(plain.rows.size(), through.rows.size());
+  for (size_t i = 0; i < plain.rows.size(); ++i) {
+    EXPECT_EQ(plain.rows[i].attn.score_sq_err, through.rows[i].attn.score_sq_err) << i;
+    EXPECT_EQ(plain.rows[i].attn.out_sq_err, through.rows[i].attn.out_sq_err) << i;
+    EXPECT_EQ(plain.rows[i].attn.kl_sum, through.rows[i].attn.kl_sum) << i;
+    EXPECT_EQ(plain.rows[i].attn.topk_sum, through.rows[i].attn.topk_sum) << i;
+  }
+}
+
+}  // namespace

@@ -94,6 +94,10 @@ TEST(MethodList, SpecsKeepTheirCommas) {
   EXPECT_EQ(kvlab::split_method_list("fp16,int8,kivi-4"), (V{"fp16", "int8", "kivi-4"}));
   EXPECT_EQ(kvlab::split_method_list("kivi-2,kitty:kbits=2,boost=0.25,int8:group=all,params=fp32,fp16"),
             (V{"kivi-2", "kitty:kbits=2,boost=0.25", "int8:group=all,params=fp32", "fp16"}));
+  // values holding ':' stay with their method
+  EXPECT_EQ(kvlab::split_method_list(
+                "fp8:scale=channel,calib=percentile:99.9,kvquant:bits=2,calib=dump:a.h5,kivi-2"),
+            (V{"fp8:scale=channel,calib=percentile:99.9", "kvquant:bits=2,calib=dump:a.h5", "kivi-2"}));
   EXPECT_NE(error_of([] { kvlab::split_method_list("kivi-2,,int8"); }).find("empty method name"),
             std::string::npos);
   EXPECT_NE(error_of([] { kvlab::split_method_list("kbits=2,kivi-2"); }).find("parameter without a method"),

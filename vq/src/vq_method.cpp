@@ -50,6 +50,12 @@ class VqMethod final : public Method {
   std::vector<std::string> files() const override { return {path_}; }
   // Each token is encoded alone with fixed codebooks: quantized as it arrives.
   Schedule decode_schedule(int64_t n) const override { return {0, n, 0, n}; }
+  // The codebook's training data; eval cannot tell whether it is the evaluated dump: train on
+  // another dump (or other tokens) for held-out numbers.
+  std::string calibration() const override {
+    return "codebooks trained on " + std::to_string(file_->tokens) + " tokens of " + file_->model + " (" +
+           file_->source + "); every token evaluated";
+  }
   void check_model(const ModelShape& s) const override {
     check_codebooks_match(*file_, path_, s.num_layers, s.num_kv_heads, s.head_dim, "");
   }
@@ -96,9 +102,12 @@ class VqMethod final : public Method {
 
 }  // namespace
 
+MethodFamily kvquant_family();  // kvquant_method.cpp
+
 void register_vq_method() {
   static std::once_flag once;
   std::call_once(once, [] {
+    register_method_family(kvquant_family());
     MethodFamily f;
     f.name = kName;
     f.summary = "vector quantization with the codebooks of `kvlab vq train --role kv`, every token";

@@ -34,6 +34,7 @@ struct SweepOptions {
   LayerRange layers;
   int threads = 0;  // OpenMP threads; 0: the OpenMP default
   std::function<void(const EvalProgress&)> progress;
+  AttentionBackend backend;  // computes the attention units (evaluate.h); empty: the CPU kernel
 };
 
 // One (selector, rate, seed) over all evaluated layers and query heads.

@@ -1,4 +1,4 @@
-// Decode-faithful views of a KV method (docs/FORMATS.md section 10): query position t sees the
+// Decode-faithful views of a KV method (docs/FORMATS.md section 12): query position t sees the
 // cache exactly as the method holds it after t + 1 tokens were appended one at a time. A method
 // states its streaming rule through Method::decode_schedule (which token ranges are quantized
 // after n tokens) and Method::decode_apply_tokens; a quantized token's bytes depend only on

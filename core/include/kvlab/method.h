@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "kvlab/rope.h"
 #include "kvlab/spec.h"
 #include "kvlab/tensor.h"
 
@@ -36,9 +37,14 @@ struct Reconstruction {
   Tensor k, v;
 };
 
-// Which KV head is being rebuilt: codebook methods pick their tables by it.
+// Which KV head is being rebuilt: codebook methods pick their tables by it. Methods that
+// quantize keys before RoPE (needs_k_pre_rope) also get this head's pre-RoPE keys (1, T, D) and
+// the RoPE that turns them into k; the others ignore those fields.
 struct HeadContext {
   int64_t layer = 0, kv_head = 0;
+  TensorView k_pre_rope{};  // data null: the caller has none
+  RopeStyle rope_style = RopeStyle::None;
+  float rope_theta = 10000.0f;
 };
 
 // The model a method will serve; a method trained for another model (a codebook file) refuses it.
@@ -88,7 +94,7 @@ class Method {
   virtual const UniformParams* uniform() const { return nullptr; }
   // Files the method reads (vq: its codebook file), so a command never writes over them.
   virtual std::vector<std::string> files() const { return {}; }
-  // Decoding (kvlab/decode_view.h, docs/FORMATS.md section 10): the token ranges the cache holds
+  // Decoding (kvlab/decode_view.h, docs/FORMATS.md section 12): the token ranges the cache holds
   // quantized after n >= 1 tokens were appended one at a time. Throws std::invalid_argument
   // saying why and what to use instead when a streaming cache cannot hold what apply() computes
   // (a scale over tokens that do not exist yet).
@@ -97,6 +103,11 @@ class Method {
   // holds the bytes the streaming cache wrote for it (n, or fewer when an open group must not
   // be quantized yet).
   virtual int64_t decode_apply_tokens(int64_t n) const { return n; }
+  // What the method learned from (calibration tokens, another dump, a codebook's training
+  // data), stated in every eval report; empty for methods that learn nothing.
+  virtual std::string calibration() const { return {}; }
+  // True when apply needs HeadContext::k_pre_rope (the caller loads the dump's k_pre_rope role).
+  virtual bool needs_k_pre_rope() const { return false; }
 };
 using MethodPtr = std::shared_ptr<const Method>;
 

@@ -61,6 +61,12 @@ class Fp8 final : public Method {
     const int64_t c = p_.calib.dynamic ? 0 : std::min<int64_t>(calib_end(T), T);
     return {c, T, c, T};
   }
+  std::string calibration() const override {
+    if (p_.calib.dynamic) return {};
+    return "scales from the first " +
+           (p_.calib_tokens ? std::to_string(p_.calib_tokens) : std::string("floor(T/2)")) +
+           " tokens of each head, which are not evaluated";
+  }
   Bits bits(int64_t T, int64_t D) const override {
     return {float_packed_bits({T, D}, {p_.k, p_.scale}) / (double)(T * D),
             float_packed_bits({T, D}, {p_.v, p_.scale}) / (double)(T * D)};

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "kvlab/attention.h"
+#include "kvlab/attention_unit.h"
 #include "kvlab/method.h"
 #include "kvlab/metrics.h"
 #include "kvlab/selection.h"
@@ -27,12 +28,23 @@ namespace kvlab {
 
 struct EvalShape {
   int64_t num_layers = 0, num_q_heads = 0, num_kv_heads = 0, head_dim = 0, tokens = 0;
+  // The dump's RoPE and whether it holds k_pre_rope: methods that quantize keys before RoPE
+  // (Method::needs_k_pre_rope) need both.
+  RopeStyle rope_style = RopeStyle::None;
+  float rope_theta = 10000.0f;
+  bool has_k_pre_rope = false;
 };
 
-// One layer: q (num_q_heads, T, D), k and v (num_kv_heads, T, D), fp32.
+// One layer: q (num_q_heads, T, D), k and v (num_kv_heads, T, D), fp32; k_pre_rope (shaped as k)
+// when a method needs it (eval_needs_k_pre_rope), else empty.
 struct LayerQKV {
   Tensor q, k, v;
+  Tensor k_pre_rope{};
 };
+
+// True when one of these methods (names as EvalOptions::methods) quantizes keys before RoPE,
+// so the loader must fill LayerQKV::k_pre_rope.
+bool eval_needs_k_pre_rope(const std::vector<std::string>& methods);
 using LayerLoader = std::function<LayerQKV(int64_t layer)>;
 
 struct EvalProgress {
@@ -47,6 +59,9 @@ struct EvalOptions {
   AttentionTiles tiles;              // tile sizes (results agree across sizes to fp32 rounding)
   int threads = 0;                   // OpenMP threads; 0: the OpenMP default
   std::function<void(const EvalProgress&)> progress;  // after each layer
+  AttentionBackend backend;  // computes each KV head's attention unit; empty: the CPU kernel
+  bool prefetch = false;     // load layer l + 1 on a second thread while layer l is computed
+                             // (two layers in memory; for backends that leave the CPU cores idle)
 };
 
 // One layer of one method. key/value: per KV head; attn: per query head (head h uses KV head
@@ -61,11 +76,12 @@ struct LayerEval {
 };
 
 struct MethodEval {
-  std::string name;   // as given (preset name or spec string)
-  std::string spec;   // canonical spec string
-  MethodPtr method;   // resolved once, from the method registry (method.h)
-  Bits bits;          // bits per element of a T-token cache, from the method's accounting
-  Schedule schedule;  // quantized token ranges after T tokens
+  std::string name;         // as given (preset name or spec string)
+  std::string spec;         // canonical spec string
+  std::string calibration;  // what the method learned from (Method::calibration), or empty
+  MethodPtr method;         // resolved once, from the method registry (method.h)
+  Bits bits;                // bits per element of a T-token cache, from the method's accounting
+  Schedule schedule;        // quantized token ranges after T tokens
   std::vector<LayerEval> layers;
   ReconStats key, value;  // over all evaluated layers and heads
   AttnStats attn;

@@ -41,7 +41,8 @@ LayerRange parse_layers(const std::string& text);  // "a-b" or "a"; throws std::
 LayerRange resolve_layers(const LayerRange& r, int64_t num_layers);
 
 // Split a --methods list at commas. A spec carries its own commas
-// (`kitty:kbits=2,boost=0.25`), so an item holding `=` but no `:` continues the previous one:
+// (`kitty:kbits=2,boost=0.25`), so an item `key=value` (an `=` before any `:`; values may hold
+// `:`, as `calib=dump:PATH`) continues the previous one:
 // "kivi-2,kitty:kbits=2,boost=0.25,int8" -> {"kivi-2", "kitty:kbits=2,boost=0.25", "int8"}.
 // Throws std::invalid_argument for an empty item or a list that starts with `key=value`.
 std::vector<std::string> split_method_list(const std::string& text);

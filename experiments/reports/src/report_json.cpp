@@ -95,6 +95,7 @@ void write_eval_json(std::ostream& o, const EvalResult& r, const ReportSource& s
     first_method = false;
     const Schedule& sc = m->schedule;
     o << "    {\"name\": " << quote(m->name) << ", \"spec\": " << quote(m->spec)
+      << ", \"calibration\": " << quote(m->calibration)
       << fields(detail::metric_fields(m->bits, m->key, m->value, m->attn)) << ",\n";
     o << "     \"schedule\": {\"key_begin\": " << num(sc.key_begin) << ", \"key_end\": " << num(sc.key_end)
       << ", \"value_begin\": " << num(sc.value_begin) << ", \"value_end\": " << num(sc.value_end) << "},\n";

@@ -47,32 +47,51 @@ std::unique_ptr<DecodeCache> make_decode_cache(const Method& m, const std::vecto
 std::unique_ptr<DecodeCache> make_random_decode_cache(const Method& m, int B, int Hkv, int D, int L,
                                                       uint64_t seed);
 
+// Which decode kernel: the streaming kernel (per-warp tiles staged by cp.async; fp16 and kivi
+// 2/4-bit, D 128, 4 query heads per KV head) where it serves, else the split kernel.
+enum class DecodeKernel { Auto, Split, Stream };
+// "auto", "split" or "stream"; throws std::invalid_argument naming the text otherwise.
+DecodeKernel parse_decode_kernel(const std::string& s);
+const char* decode_kernel_name(DecodeKernel k);
+
 struct DecodeOptions {
-  int splits = 0;      // splits per sequence (0: enough blocks to fill the GPU)
-  bool debug = false;  // also return every K_hat / V_hat value the kernel computed
+  int splits = 0;                            // splits per sequence (0: enough blocks to fill the GPU)
+  bool debug = false;                        // also return every K_hat / V_hat value the kernel computed
+  DecodeKernel kernel = DecodeKernel::Auto;  // Stream: throws where it does not serve
+};
+// How a kernel split its sums for one sequence (decode_error_bound's chain lengths).
+struct DecodeShape {
+  DecodeKernel kernel = DecodeKernel::Split;  // Split or Stream
+  int splits = 1;
+  int tile_tokens = 0;  // the kernel's tile
+  int main_tokens = 0;  // Stream: tokens in staged tiles (the rest go one by one)
 };
 struct DecodeResult {
   std::vector<float> out;           // (B, Hq, D)
   std::vector<float> k_hat, v_hat;  // debug: per sequence (KV heads, L_b, D), concatenated
   int splits = 0;
+  DecodeKernel kernel = DecodeKernel::Split;  // the kernel that ran
+  std::vector<DecodeShape> shapes;            // per sequence
 };
 // q: (B, Hq, D) fp32 on the host.
 DecodeResult decode_attention(const DecodeCache& cache, const std::vector<float>& q, int Hq,
                               const DecodeOptions& opt = {});
-// The splits decode_attention uses when opt.splits is 0.
-int auto_splits(const DecodeCache& cache);
+// The splits decode_attention uses when opt.splits is 0, for the kernel that runs (Split or
+// Stream; Auto counts as Split).
+int auto_splits(const DecodeCache& cache, DecodeKernel kernel = DecodeKernel::Auto);
+// Why the streaming kernel does not serve this cache with Hq query heads ("" when it does).
+std::string stream_refusal(const DecodeCache& cache, int Hq);
 
 // fp64 reference for one sequence: q (Hq, D), k_hat, v_hat (Hkv, L, D) -> (Hq, D).
 std::vector<double> decode_reference(const float* q, const float* k_hat, const float* v_hat, int Hq, int Hkv,
                                      int L, int D);
 // Error bound of the kernels' fp32 arithmetic for query head hq (docs/FORMATS.md section 9.3):
-// |out - ref| <= bound for every channel of that head.
-// tile_tokens: the kernel's tile (attn_tile_tokens of the key code width).
+// |out - ref| <= bound for every channel of that head, for the kernel and sums of `shape`.
 double decode_error_bound(const float* q_head, const float* k_hat, const float* v_hat, int L, int D,
-                          int splits, int tile_tokens);
+                          const DecodeShape& shape);
 
 struct AttnValidationRow {
-  std::string method, lengths;
+  std::string method, lengths, kernel;
   int Hq = 0, Hkv = 0, D = 0, splits = 0;
   int64_t hat_bytes = 0, hat_mismatches = 0;  // debug K_hat / V_hat vs Method::apply, bytes
   double max_err = 0, max_err_over_bound = 0;
@@ -82,6 +101,9 @@ struct AttnValidateOptions {
   std::vector<std::string> methods;  // empty: fp16, int8, kivi-4, kivi-2, kivi-2-sink, kitty
   bool small = false;                // short sequences only (compute-sanitizer runs)
   uint64_t seed = 1;
+  // Auto: every case on the kernel auto picks and, where that is the streaming kernel, on the
+  // split kernel too; Split / Stream: that kernel only (Stream skips methods it does not serve).
+  DecodeKernel kernel = DecodeKernel::Auto;
 };
 std::vector<AttnValidationRow> validate_attention(const AttnValidateOptions& opt);
 void print_attention_validation(const std::vector<AttnValidationRow>& rows, std::FILE* out);
@@ -92,6 +114,7 @@ struct AttnBenchOptions {
   std::vector<int> lengths{4096, 32768, 131072};
   int Hq = 32, Hkv = 8, D = 128;
   int reps = 20;
+  DecodeKernel kernel = DecodeKernel::Auto;
   std::string csv;  // also write the rows here (read by scripts/attend_sdpa.py)
 };
 void attend_bench(const AttnBenchOptions& opt, std::FILE* out);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kvlab/enum_names.h"
+#include "kvlab/rope.h"
 #include "kvlab/tensor.h"
 
 namespace kvlab {
@@ -22,14 +23,8 @@ struct EnumNames<Role> {
 inline const char* to_string(Role r) { return enum_name(r); }  // "q", "k", "v", "k_pre_rope"
 Role parse_role(const std::string& name);  // throws std::invalid_argument listing the valid names
 
-// adjacent: rotate pairs (2i, 2i+1) as llama2.c and Meta's code; halves: (i, i + D/2) as Hugging Face.
-enum class RopeStyle { None, Adjacent, Halves };
-template <>
-struct EnumNames<RopeStyle> {
-  static constexpr EnumName<RopeStyle> names[] = {
-      {RopeStyle::None, "none"}, {RopeStyle::Adjacent, "adjacent"}, {RopeStyle::Halves, "halves"}};
-};
-inline const char* to_string(RopeStyle s) { return enum_name(s); }
+// RopeStyle (adjacent or halves) lives in core's rope.h: methods that quantize keys before RoPE
+// apply it after dequantization.
 RopeStyle parse_rope_style(const std::string& name);
 
 // The dtype the values had when captured; in memory they are always fp32 (converted exactly).

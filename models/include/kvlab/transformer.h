@@ -42,7 +42,7 @@ struct TransformerWeights {
   const float* classifier = nullptr;  // (vocab, dim); the embedding when tied
 };
 
-// A KV method simulated decode-faithfully (kvlab ppl; docs/FORMATS.md section 10): the cache
+// A KV method simulated decode-faithfully (kvlab ppl; docs/FORMATS.md section 12): the cache
 // holds fp16 K and V, and query position t of a quantized layer sees each head as the method
 // holds it after t + 1 tokens (kvlab/decode_view.h), whatever the block size.
 struct CacheSimulation {

@@ -4,8 +4,9 @@
 
 namespace kvlab {
 
-// Adds the `vq` family to the method registry (method.h); later calls do nothing. The kvlab
-// main and the tests that use the method call it once.
+// Adds vq/'s families to the method registry (method.h): `kvquant` (k-means levels on pre-RoPE
+// keys, kvquant_method.cpp) and `vq`; later calls do nothing. The kvlab main and the tests that
+// use them call it once.
 void register_vq_method();
 
 }  // namespace kvlab

@@ -1,5 +1,5 @@
 // Output of `kvlab ppl` (kvlab/ppl.h): JSON, CSV and the text table, in the style of kvlab
-// eval's reports (docs/FORMATS.md section 10.3). Methods in the order given, the fp16 reference
+// eval's reports (docs/FORMATS.md section 12.3). Methods in the order given, the fp16 reference
 // first.
 #pragma once
 #include <ostream>

@@ -1,0 +1,112 @@
+// The `plan` method family: plan:file=PLAN.json rebuilds each layer with the method the plan
+// chose for it (kvlab/plan.h).
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+
+#include "kvlab/kv_text.h"
+#include "kvlab/method.h"
+#include "kvlab/plan.h"
+
+namespace kvlab {
+namespace {
+
+const std::string kName = "plan";
+const std::string kKey = "file=";
+
+class PlanMethod final : public Method {
+ public:
+  explicit PlanMethod(const std::string& args) {
+    if (args.rfind(kKey, 0) != 0 || args.size() <= kKey.size())
+      throw std::invalid_argument("plan method: expected plan:file=PLAN.json, got 'plan:" + args + "'");
+    path_ = args.substr(kKey.size());
+    plan_ = read_plan_file(path_);
+    for (const PlanLayer& l : plan_.layers) {
+      if (l.method.rfind(kName + ":", 0) == 0)
+        throw std::invalid_argument("plan file '" + path_ + "': layer " + std::to_string(l.layer) +
+                                    " names a plan");
+      try {
+        methods_.push_back(parse_method(l.method));
+      } catch (const std::invalid_argument& e) {
+        throw std::invalid_argument("plan file '" + path_ + "', layer " + std::to_string(l.layer) + ": " +
+                                    e.what());
+      }
+    }
+  }
+  const std::string& family() const override { return kName; }
+  std::string spec() const override { return kName + ":" + kKey + path_; }
+  // The range every layer quantizes (reconstruction errors are taken there; attention metrics
+  // see each layer's own cache).
+  Schedule schedule(int64_t T) const override {
+    Schedule s = methods_[0]->schedule(T);
+    for (const MethodPtr& m : methods_) {
+      const Schedule o = m->schedule(T);
+      s.key_begin = std::max(s.key_begin, o.key_begin);
+      s.key_end = std::max(s.key_begin, std::min(s.key_end, o.key_end));
+      s.value_begin = std::max(s.value_begin, o.value_begin);
+      s.value_end = std::max(s.value_begin, std::min(s.value_end, o.value_end));
+    }
+    return s;
+  }
+  // The mean over layers (every layer holds the same number of heads and elements).
+  Bits bits(int64_t T, int64_t D) const override {
+    Bits b;
+    for (const MethodPtr& m : methods_) {
+      const Bits o = m->bits(T, D);
+      b.key += o.key / (double)methods_.size();
+      b.value += o.value / (double)methods_.size();
+    }
+    return b;
+  }
+  void check_model(const ModelShape& s) const override {
+    if (plan_.num_layers != s.num_layers || plan_.num_kv_heads != s.num_kv_heads ||
+        plan_.head_dim != s.head_dim)
+      throw std::invalid_argument("plan file '" + path_ + "' is for " + std::to_string(plan_.num_layers) +
+                                  " layers x " + std::to_string(plan_.num_kv_heads) +
+                                  " KV heads x head_dim " + std::to_string(plan_.head_dim) + ", not " +
+                                  std::to_string(s.num_layers) + " x " + std::to_string(s.num_kv_heads) +
+                                  " x " + std::to_string(s.head_dim));
+    for (const MethodPtr& m : methods_) m->check_model(s);
+  }
+  Reconstruction apply(const TensorView& k, const TensorView& v, const HeadContext& at) const override {
+    if (at.layer < 0 || at.layer >= (int64_t)methods_.size())
+      throw std::invalid_argument("plan file '" + path_ + "' has no layer " + std::to_string(at.layer));
+    return methods_[at.layer]->apply(k, v, at);
+  }
+  std::vector<std::string> files() const override {
+    std::vector<std::string> f{path_};
+    for (const MethodPtr& m : methods_)
+      for (const std::string& x : m->files()) f.push_back(x);
+    return f;
+  }
+  bool needs_k_pre_rope() const override {
+    for (const MethodPtr& m : methods_)
+      if (m->needs_k_pre_rope()) return true;
+    return false;
+  }
+  std::string calibration() const override {
+    return "per-layer methods chosen on " + plan_.calibration + " (" + plan_.metric + ", budget " +
+           text::format_double(plan_.budget) + " bits)";
+  }
+
+ private:
+  std::string path_;
+  Plan plan_;
+  std::vector<MethodPtr> methods_;
+};
+
+}  // namespace
+
+void register_plan_method() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    MethodFamily f;
+    f.name = kName;
+    f.summary = "one method per layer from a plan file of `kvlab plan` (budgeted mixed precision)";
+    f.keys = {{"file", "", "plan file (.json) for this model"}};
+    f.parse = [](const std::string& args) -> MethodPtr { return std::make_shared<const PlanMethod>(args); };
+    register_method_family(std::move(f));
+  });
+}
+
+}  // namespace kvlab

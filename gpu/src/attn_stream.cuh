@@ -1,0 +1,385 @@
+// Streaming decode attention (D = 128, 4 query heads per KV head). The split kernel kept ~1 KB of
+// loads in flight per SM (one 4-byte word per thread per channel, 212 registers, 2 blocks/SM);
+// here each of the block's kStreamWarps warps walks its own tiles with its own online softmax,
+// and the tiles' bytes are staged in shared memory by cp.async one tile ahead, so the bytes in
+// flight cost shared memory instead of registers and no __syncthreads runs per tile. The block
+// merges its warps into one split partial (combine_splits then merges the splits).
+// Every K_hat / V_hat is core's fp32 value (recipe: code * scale + zero, no FMA; fp16 exactly);
+// logits and P V are fp32 FMA chains (docs/FORMATS.md section 9.3 bounds them).
+#pragma once
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "attn_types.h"
+#include "kvlab/half.h"
+#include "kvlab/recipe.h"
+
+namespace kvlab::gpu::attn {
+
+constexpr int kSD = 128, kSG = 4;  // head dim, query heads per KV head
+
+// Shared memory of one warp: two stages of (key tile, value tile), the tile's probabilities,
+// and (packed caches) the key parameters per channel and value parameters per token as fp32.
+template <int KB>
+struct StreamGeo {
+  static constexpr int TT = stream_tile_tokens(KB);
+  static constexpr int TPL = TT / 32;                // key tokens per lane in the logits
+  static constexpr int KROW = KB ? TT * KB / 8 : 0;  // bytes of one channel's codes in a tile (16)
+  static constexpr int KBYTES = KB ? kSD * KROW : TT * kSD * 2;
+  static constexpr int VROW = KB ? kSD * KB / 8 : kSD * 2;  // bytes of one token's values
+  static constexpr int VBYTES = TT * VROW;
+  static constexpr int STAGE = KBYTES + VBYTES;
+  static constexpr int PARAMS = KB ? (kSD + TT) * 8 : 0;
+  static constexpr int WARP = 2 * STAGE + TT * kSG * 4 + PARAMS;
+  static constexpr int SMEM = kSD * kSG * 4 + kStreamWarps * WARP;
+  static_assert(KB == 0 || TPL * KB == 4, "a lane's key codes of one channel are half a byte");
+};
+
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+  const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// (float)code for code < 2^23 by the 2^23 magic number (LOP + FADD; I2F runs at quarter rate).
+__device__ __forceinline__ float code_float(uint32_t code) {
+  return __fsub_rn(__uint_as_float(0x4B000000u | code), 8388608.0f);
+}
+__device__ __forceinline__ float sdequant(uint32_t code, float s, float z) {
+  return __fadd_rn(__fmul_rn(code_float(code), s), z);  // == KvlabRecipe::asym_dequant
+}
+__device__ __forceinline__ float sparam(const void* p, int64_t i, bool half) {
+  return half ? half_to_float(__ldg(static_cast<const uint16_t*>(p) + i))
+              : __ldg(static_cast<const float*>(p) + i);
+}
+// fp16 tile rows are 256 bytes: 16-byte chunk ch of row t lives at chunk ch ^ (t & 7), so the 8
+// lanes of a 16-byte load phase (8 rows, same chunk) and a row read by 32 lanes hit distinct banks.
+__device__ __forceinline__ int swz(int t, int ch) { return t * 256 + ((ch ^ (t & 7)) << 4); }
+
+template <int KB, bool DBG>
+struct StreamWarp {
+  using G = StreamGeo<KB>;
+  static constexpr int TT = G::TT, TPL = G::TPL;
+  const AttnSeq& sq;     // in shared memory
+  float *dbg_k, *dbg_v;  // copied: a reference to the kernel's parameter would put it in local memory
+  const float (*sQ)[kSG];
+  unsigned char* base;  // stage i at base + i * STAGE (no array: a dynamic index would put the warp's state
+                        // in local memory)
+  float (*sP)[kSG];
+  float2 *kpar, *vpar;
+  int h, lane, mb;
+  float m[kSG], l[kSG], acc[kSG][4];  // the lane's channels 4 lane .. 4 lane + 3
+  // fp16 logits: the scaled q of the lane's 16 channels (8 (lane % 8) .. and 64 + 8 (lane % 8) ..)
+  // in registers; read from shared memory per token they saturated the L1/shared pipe (ncu).
+  float qr[KB ? 1 : 64];
+
+  __device__ __forceinline__ StreamWarp(const AttnSeq& s, const AttnArgs& args, const float (*q)[kSG],
+                                        unsigned char* w, int head)
+      : sq(s), dbg_k(args.dbg_k), dbg_v(args.dbg_v), sQ(q), h(head) {
+    base = w;
+    sP = reinterpret_cast<float(*)[kSG]>(w + 2 * G::STAGE);
+    kpar = reinterpret_cast<float2*>(w + 2 * G::STAGE + TT * kSG * 4);
+    vpar = kpar + kSD;
+    lane = threadIdx.x % 32;
+    mb = stream_main_begin(KB, s.S);
+    if constexpr (KB == 0) {
+#pragma unroll
+      for (int x = 0; x < 16; ++x)
+#pragma unroll
+        for (int g = 0; g < kSG; ++g) qr[x * kSG + g] = q[64 * (x / 8) + 8 * (lane & 7) + x % 8][g];
+    }
+    for (int g = 0; g < kSG; ++g) {
+      m[g] = -__builtin_huge_valf();
+      l[g] = 0.0f;
+      for (int i = 0; i < 4; ++i) acc[g][i] = 0.0f;
+    }
+  }
+
+  __device__ __forceinline__ unsigned char* stage(int i) const { return base + i * G::STAGE; }
+
+  // cp.async of main tile `tile` (tokens mb + tile TT ..) into stage buffer s.
+  __device__ __forceinline__ void issue(int tile, unsigned char* s) const {
+    const int r0 = tile * TT;
+    if constexpr (KB > 0) {
+      const PackedLayout& kf = sq.k.f;
+      constexpr int CK = G::KROW / 16;  // 16-byte chunks per channel row
+      const uint8_t* kb = sq.k.codes + (int64_t)h * kSD * kf.row_bytes + (int64_t)r0 * KB / 8;
+      for (int j = lane; j < kSD * CK; j += 32)
+        cp_async16(s + (j / CK) * G::KROW + (j % CK) * 16,
+                   kb + (int64_t)(j / CK) * kf.row_bytes + (j % CK) * 16);
+      const uint8_t* vb = sq.v.codes + ((int64_t)h * sq.v.f.T + r0) * G::VROW;
+      for (int j = lane; j < G::VBYTES / 16; j += 32) cp_async16(s + G::KBYTES + j * 16, vb + j * 16);
+    } else {
+      const int64_t rows = sq.L;  // fp16 method: row t is token t
+      const uint16_t* kb = sq.k_fp + ((int64_t)h * rows + r0) * kSD;
+      const uint16_t* vb = sq.v_fp + ((int64_t)h * rows + r0) * kSD;
+      for (int j = lane; j < TT * 16; j += 32) {
+        cp_async16(s + swz(j / 16, j % 16), kb + j * 8);
+        cp_async16(s + G::KBYTES + swz(j / 16, j % 16), vb + j * 8);
+      }
+    }
+  }
+
+  // Key parameters (per channel) and value parameters (per token) of a packed tile, as fp32.
+  __device__ __forceinline__ void load_params(int tile) const {
+    const int r0 = tile * TT;
+    const PackedLayout &kf = sq.k.f, &vf = sq.v.f;
+    const int64_t kg = r0 / kf.G;  // one key group per tile (host check: G % TT == 0 or 1 group)
+    for (int c = lane; c < kSD; c += 32) {
+      const int64_t i = ((int64_t)h * kSD + c) * kf.groups + kg;
+      kpar[c] = make_float2(sparam(sq.k.scale, i, kf.half_params), sparam(sq.k.zero, i, kf.half_params));
+    }
+    for (int t = lane; t < TT; t += 32) {
+      const int64_t i = ((int64_t)h * vf.T + r0 + t) * vf.groups;  // one value group per token
+      vpar[t] = make_float2(sparam(sq.v.scale, i, vf.half_params), sparam(sq.v.zero, i, vf.half_params));
+    }
+  }
+
+  // Online softmax over the logits s[j] of tokens lane TPL + j (-inf: no token); p -> sP.
+  __device__ __forceinline__ void softmax(float (&s)[TPL][kSG]) {
+    for (int g = 0; g < kSG; ++g) {
+      float mx = s[0][g];
+      for (int j = 1; j < TPL; ++j) mx = fmaxf(mx, s[j][g]);
+      for (int off = 16; off; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+      const float m_new = fmaxf(m[g], mx);
+      float sum = 0.0f;
+      for (int j = 0; j < TPL; ++j) {
+        const float p = exp2f(__fsub_rn(s[j][g], m_new));
+        sP[lane * TPL + j][g] = p;
+        sum = __fadd_rn(sum, p);
+      }
+      for (int off = 16; off; off >>= 1) sum = __fadd_rn(sum, __shfl_xor_sync(0xffffffffu, sum, off));
+      const float alpha = exp2f(__fsub_rn(m[g], m_new));
+      l[g] = __fmaf_rn(l[g], alpha, sum);
+      m[g] = m_new;
+      for (int i = 0; i < 4; ++i) acc[g][i] = __fmul_rn(acc[g][i], alpha);
+    }
+    __syncwarp();
+  }
+
+  __device__ __forceinline__ float* dbg_row(float* base, int t) const {
+    return base + sq.dbg + ((int64_t)h * sq.L + t) * kSD;
+  }
+
+  // One staged tile: logits, softmax, P V.
+  __device__ __forceinline__ void tile(int tile, const unsigned char* s) {
+    const int t0 = mb + tile * TT;
+    float lg[TPL][kSG];
+    if constexpr (KB > 0) {
+      const float4* q4 = reinterpret_cast<const float4*>(sQ);
+      for (int j = 0; j < TPL; ++j)
+        for (int g = 0; g < kSG; ++g) lg[j][g] = 0.0f;
+#pragma unroll 8
+      for (int c = 0; c < kSD; ++c) {
+        const uint32_t b = s[c * G::KROW + lane / 2] >> (4 * (lane & 1));
+        const float2 p = kpar[c];
+        const float4 q = q4[c];
+        for (int j = 0; j < TPL; ++j) {
+          const float k = sdequant((b >> (KB * j)) & ((1u << KB) - 1u), p.x, p.y);
+          if (DBG) dbg_row(dbg_k, t0 + lane * TPL + j)[c] = k;
+          lg[j][0] = __fmaf_rn(q.x, k, lg[j][0]);
+          lg[j][1] = __fmaf_rn(q.y, k, lg[j][1]);
+          lg[j][2] = __fmaf_rn(q.z, k, lg[j][2]);
+          lg[j][3] = __fmaf_rn(q.w, k, lg[j][3]);
+        }
+      }
+    } else {
+      // 8 lanes per token, 4 tokens per pass: lane part reads chunks part and part + 8
+      // (channels 8 part .. and 64 + 8 part ..), then the 8 partial sums meet by xor shuffles.
+      const int part = lane & 7, tq = lane >> 3;
+      for (int pass = 0; pass < TT / 4; ++pass) {
+        const int t = pass * 4 + tq;
+        float sg[kSG] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const uint4 w = *reinterpret_cast<const uint4*>(s + swz(t, part + 8 * half));
+          const uint32_t u[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+          for (int i = 0; i < 8; ++i) {
+            const int c = 64 * half + 8 * part + i;
+            const float k = half_to_float((uint16_t)(i & 1 ? u[i / 2] >> 16 : u[i / 2] & 0xFFFFu));
+            if (DBG) dbg_row(dbg_k, t0 + t)[c] = k;
+#pragma unroll
+            for (int g = 0; g < kSG; ++g) sg[g] = __fmaf_rn(qr[(8 * half + i) * kSG + g], k, sg[g]);
+          }
+        }
+        for (int off = 1; off < 8; off <<= 1)
+          for (int g = 0; g < kSG; ++g) sg[g] = __fadd_rn(sg[g], __shfl_xor_sync(0xffffffffu, sg[g], off));
+        if (part == 0)
+          for (int g = 0; g < kSG; ++g) sP[t][g] = sg[g];
+      }
+      __syncwarp();
+      for (int g = 0; g < kSG; ++g) lg[0][g] = sP[lane][g];
+      __syncwarp();
+    }
+    softmax(lg);
+    const unsigned char* sv = s + G::KBYTES;
+    const float4* p4 = reinterpret_cast<const float4*>(sP);
+#pragma unroll 4
+    for (int t = 0; t < TT; ++t) {
+      const float4 p = p4[t];
+      float v[4];
+      if constexpr (KB == 2) {
+        const uint32_t b = sv[t * G::VROW + lane];
+        const float2 vp = vpar[t];
+        for (int i = 0; i < 4; ++i) v[i] = sdequant((b >> (2 * i)) & 3u, vp.x, vp.y);
+      } else if constexpr (KB == 4) {
+        const uint32_t b = *reinterpret_cast<const uint16_t*>(sv + t * G::VROW + 2 * lane);
+        const float2 vp = vpar[t];
+        for (int i = 0; i < 4; ++i) v[i] = sdequant((b >> (4 * i)) & 15u, vp.x, vp.y);
+      } else {
+        const uint2 w = *reinterpret_cast<const uint2*>(sv + swz(t, lane >> 1) + (lane & 1) * 8);
+        v[0] = half_to_float((uint16_t)(w.x & 0xFFFFu));
+        v[1] = half_to_float((uint16_t)(w.x >> 16));
+        v[2] = half_to_float((uint16_t)(w.y & 0xFFFFu));
+        v[3] = half_to_float((uint16_t)(w.y >> 16));
+      }
+      if (DBG)
+        for (int i = 0; i < 4; ++i) dbg_row(dbg_v, t0 + t)[4 * lane + i] = v[i];
+      for (int i = 0; i < 4; ++i) {
+        acc[0][i] = __fmaf_rn(p.x, v[i], acc[0][i]);
+        acc[1][i] = __fmaf_rn(p.y, v[i], acc[1][i]);
+        acc[2][i] = __fmaf_rn(p.z, v[i], acc[2][i]);
+        acc[3][i] = __fmaf_rn(p.w, v[i], acc[3][i]);
+      }
+    }
+    __syncwarp();
+  }
+
+  // K_hat / V_hat of any token straight from global memory (the rest path).
+  __device__ __forceinline__ float khat(int t, int c) const {
+    const int S = sq.S, Kq = (int)sq.k.f.T;
+    if (KB > 0 && t >= S && t < S + Kq) {
+      const PackedLayout& f = sq.k.f;
+      const int64_t r = t - S, row = (int64_t)h * kSD + c;
+      const uint32_t code =
+          (__ldg(sq.k.codes + row * f.row_bytes + r * KB / 8) >> (r * KB % 8)) & ((1u << KB) - 1u);
+      const int64_t i = row * f.groups + r / f.G;
+      return sdequant(code, sparam(sq.k.scale, i, f.half_params), sparam(sq.k.zero, i, f.half_params));
+    }
+    const int row = t < S ? t : t - Kq;
+    return half_to_float(__ldg(sq.k_fp + ((int64_t)h * (sq.L - Kq) + row) * kSD + c));
+  }
+  __device__ __forceinline__ float vhat(int t, int c) const {
+    const int S = sq.S, Vq = (int)sq.v.f.T;
+    if (KB > 0 && t >= S && t < S + Vq) {
+      const PackedLayout& f = sq.v.f;
+      const int64_t row = (int64_t)h * Vq + (t - S);
+      const uint32_t code =
+          (__ldg(sq.v.codes + row * f.row_bytes + c * KB / 8) >> (c * KB % 8)) & ((1u << KB) - 1u);
+      const int64_t i = row * f.groups + c / f.G;
+      return sdequant(code, sparam(sq.v.scale, i, f.half_params), sparam(sq.v.zero, i, f.half_params));
+    }
+    const int row = t < S ? t : t - Vq;
+    return half_to_float(__ldg(sq.v_fp + ((int64_t)h * (sq.L - Vq) + row) * kSD + c));
+  }
+
+  // 32 tokens of the rest (index i0 .. of n; before main_begin, then after the main tiles), one per lane.
+  __device__ __forceinline__ void rest(int i0, int n, int M) {
+    const int i = i0 + lane;
+    const int t = i < mb ? i : i + M;
+    float lg[TPL][kSG];
+    for (int j = 0; j < TPL; ++j)
+      for (int g = 0; g < kSG; ++g) lg[j][g] = -__builtin_huge_valf();
+    if (i < n) {
+      for (int g = 0; g < kSG; ++g) lg[0][g] = 0.0f;
+      for (int c = 0; c < kSD; ++c) {
+        const float k = khat(t, c);
+        if (DBG) dbg_row(dbg_k, t)[c] = k;
+        for (int g = 0; g < kSG; ++g) lg[0][g] = __fmaf_rn(sQ[c][g], k, lg[0][g]);
+      }
+    }
+    // softmax() places token lane's probabilities at sP[lane * TPL]: keep that spacing below
+    softmax(lg);
+    for (int j = 0; j < 32 && i0 + j < n; ++j) {
+      const int tj = i0 + j < mb ? i0 + j : i0 + j + M;
+      for (int x = 0; x < 4; ++x) {
+        const int c = 4 * lane + x;
+        const float v = vhat(tj, c);
+        if (DBG) dbg_row(dbg_v, tj)[c] = v;
+        for (int g = 0; g < kSG; ++g) acc[g][x] = __fmaf_rn(sP[j * TPL][g], v, acc[g][x]);
+      }
+    }
+    __syncwarp();
+  }
+};
+
+template <int KB, bool DBG>
+__global__ void __launch_bounds__(kStreamWarps * 32) decode_stream(AttnArgs a) {
+  using G = StreamGeo<KB>;
+  constexpr int TT = G::TT;
+  extern __shared__ __align__(16) unsigned char smem[];
+  __shared__ __align__(16) unsigned char sq_raw[sizeof(AttnSeq)];  // no constructor in shared memory
+  const AttnSeq& sq = *reinterpret_cast<const AttnSeq*>(sq_raw);
+  float(*sQ)[kSG] = reinterpret_cast<float(*)[kSG]>(smem);
+  const int b = blockIdx.z, h = blockIdx.y, split = blockIdx.x, tid = threadIdx.x, warp = tid / 32;
+  if (tid == 0) *reinterpret_cast<AttnSeq*>(sq_raw) = a.seqs[b];
+  for (int i = tid; i < kSD * kSG; i += blockDim.x) {
+    const int c = i / kSG, g = i % kSG;
+    sQ[c][g] = a.q[((int64_t)b * a.Hkv * kSG + h * kSG + g) * kSD + c] * a.scale_log2;
+  }
+  __syncthreads();
+  unsigned char* wmem = smem + kSD * kSG * 4 + warp * G::WARP;
+  StreamWarp<KB, DBG> w(sq, a, sQ, wmem, h);
+
+  const int L = sq.L;
+  const int M = stream_main_tokens(KB, L, (int)sq.k.f.T, (int)sq.v.f.T);
+  const int ntiles = M / TT, per = (ntiles + a.splits - 1) / a.splits;
+  const int te = min(ntiles, split * per + per);
+  int tile = split * per + warp;
+  if (tile < te) w.issue(tile, w.stage(0));
+  cp_async_commit();
+  for (int k = 0; tile < te; ++k, tile += kStreamWarps) {
+    if (tile + kStreamWarps < te) w.issue(tile + kStreamWarps, w.stage((k + 1) & 1));
+    cp_async_commit();
+    if constexpr (KB > 0) w.load_params(tile);
+    cp_async_wait<1>();
+    __syncwarp();
+    w.tile(tile, w.stage(k & 1));
+  }
+  cp_async_wait<0>();
+  // the rest: chunk r of 32 tokens goes to split r % splits, warp (r / splits) % kStreamWarps
+  const int nrest = L - M;
+  for (int r = split + warp * a.splits; r * 32 < nrest; r += a.splits * kStreamWarps)
+    w.rest(r * 32, nrest, M);
+
+  // merge the warps in warp order into this split's partial (max, sum, unnormalized output)
+  float* mo = reinterpret_cast<float*>(wmem);  // [kSG][kSD] then m[kSG], l[kSG]
+  for (int g = 0; g < kSG; ++g)
+    for (int i = 0; i < 4; ++i) mo[g * kSD + 4 * w.lane + i] = w.acc[g][i];
+  if (w.lane == 0)
+    for (int g = 0; g < kSG; ++g) {  // constant indices keep m, l, acc in registers
+      mo[kSG * kSD + g] = w.m[g];
+      mo[kSG * kSD + kSG + g] = w.l[g];
+    }
+  __syncthreads();
+  for (int i = tid; i < kSG * kSD; i += blockDim.x) {
+    const int g = i / kSD, c = i % kSD;
+    const float* wm[kStreamWarps];
+    float M2 = -__builtin_huge_valf();
+    for (int x = 0; x < kStreamWarps; ++x) {
+      wm[x] = reinterpret_cast<const float*>(smem + kSD * kSG * 4 + x * G::WARP);
+      M2 = fmaxf(M2, wm[x][kSG * kSD + g]);
+    }
+    float o = 0.0f, lsum = 0.0f;
+    if (M2 != -__builtin_huge_valf())
+      for (int x = 0; x < kStreamWarps; ++x) {
+        const float e = exp2f(__fsub_rn(wm[x][kSG * kSD + g], M2));
+        o = __fmaf_rn(e, wm[x][g * kSD + c], o);
+        lsum = __fmaf_rn(e, wm[x][kSG * kSD + kSG + g], lsum);
+      }
+    const int64_t row = ((int64_t)b * a.Hkv * kSG + h * kSG + g) * a.splits + split;
+    a.part_o[row * kSD + c] = o;
+    if (c == 0) {
+      a.part_ml[row * 2] = M2;
+      a.part_ml[row * 2 + 1] = lsum;
+    }
+  }
+}
+
+}  // namespace kvlab::gpu::attn

@@ -1,0 +1,53 @@
+# ctest cli_plan_kvquant: `kvlab plan` writes a plan that eval takes as a method; kvquant needs
+# keys before RoPE and names the captures that provide them; learned methods state their
+# calibration. Run as cmake -DKVLAB=<kvlab> -DDIR=<scratch dir> -P plan_cli.cmake
+set(calib ${DIR}/plan_cli_calib.h5)
+set(eval ${DIR}/plan_cli_eval.h5)
+set(bare ${DIR}/plan_cli_bare.h5)
+set(plan ${DIR}/plan_cli.json)
+function(kvlab_ok)
+  execute_process(COMMAND ${KVLAB} ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "kvlab ${ARGN} failed (${rc}): ${err}")
+  endif()
+  set(out "${out}" PARENT_SCOPE)
+endfunction()
+function(kvlab_fails needle)
+  execute_process(COMMAND ${KVLAB} ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(rc EQUAL 0 OR NOT err MATCHES "${needle}")
+    message(FATAL_ERROR "kvlab ${ARGN}: expected a failure naming '${needle}', got rc ${rc}: ${err}")
+  endif()
+endfunction()
+
+kvlab_ok(synth --preset tiny --tokens 256 --seed 1 --k-pre-rope --quiet --out ${calib})
+kvlab_ok(synth --preset tiny --tokens 256 --seed 2 --k-pre-rope --quiet --out ${eval})
+kvlab_ok(synth --preset tiny --tokens 256 --seed 2 --quiet --out ${bare})
+
+# A plan within 7 bits, from two candidates; eval on the other dump takes it as a method.
+kvlab_ok(plan ${calib} --budget 7.0 --candidates kivi-2,kivi-4 --out ${plan} --quiet)
+if(NOT out MATCHES "plan: mean [0-9.]+ bits/elem \\(budget 7.000\\)")
+  message(FATAL_ERROR "kvlab plan printed no summary:\n${out}")
+endif()
+file(READ ${plan} json)
+foreach(field "\"format\": \"kvlab-plan\"" "\"num_layers\": 2" "\"metric\": \"out_rel_err\"" "plan_cli_calib.h5")
+  string(FIND "${json}" "${field}" at)
+  if(at LESS 0)
+    message(FATAL_ERROR "the plan file lacks ${field}:\n${json}")
+  endif()
+endforeach()
+kvlab_ok(eval ${eval} --quiet --methods plan:file=${plan},kvquant-3,kvquant:bits=2,calib=dump:${calib})
+foreach(line "calibration of plan:file=.*per-layer methods chosen on dump .*plan_cli_calib.h5"
+             "calibration of kvquant-3: key levels from the first floor\\(T/2\\) tokens"
+             "calibration of kvquant:bits=2,calib=dump:.*: key levels from dump .*plan_cli_calib.h5")
+  if(NOT out MATCHES "${line}")
+    message(FATAL_ERROR "kvlab eval lacks '${line}':\n${out}")
+  endif()
+endforeach()
+
+kvlab_fails("below the cheapest candidate" plan ${calib} --budget 1.0 --candidates kivi-2 --out ${DIR}/x.json)
+kvlab_fails("--out.*is the same file as" plan ${calib} --budget 3.0 --out ${calib})
+kvlab_fails("has no k_pre_rope: capture it with `kvlab dump`" eval ${bare} --methods kvquant-3)
+kvlab_fails("calibration dump .* has no k_pre_rope" eval ${eval} --methods kvquant:calib=dump:${bare})
+file(WRITE ${DIR}/plan_cli_bad.json "not json")
+kvlab_fails("plan file .*plan_cli_bad.json.*not JSON" eval ${eval} --methods plan:file=${DIR}/plan_cli_bad.json)
+file(REMOVE ${calib} ${eval} ${bare} ${plan} ${DIR}/plan_cli_bad.json)
