@@ -48,6 +48,8 @@ class VqMethod final : public Method {
     return {b, b};
   }
   std::vector<std::string> files() const override { return {path_}; }
+  // Each token is encoded alone with fixed codebooks: quantized as it arrives.
+  Schedule decode_schedule(int64_t n) const override { return {0, n, 0, n}; }
   // The codebook's training data; eval cannot tell whether it is the evaluated dump: train on
   // another dump (or other tokens) for held-out numbers.
   std::string calibration() const override {

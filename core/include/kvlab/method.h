@@ -94,6 +94,15 @@ class Method {
   virtual const UniformParams* uniform() const { return nullptr; }
   // Files the method reads (vq: its codebook file), so a command never writes over them.
   virtual std::vector<std::string> files() const { return {}; }
+  // Decoding (kvlab/decode_view.h, docs/FORMATS.md section 12): the token ranges the cache holds
+  // quantized after n >= 1 tokens were appended one at a time. Throws std::invalid_argument
+  // saying why and what to use instead when a streaming cache cannot hold what apply() computes
+  // (a scale over tokens that do not exist yet).
+  virtual Schedule decode_schedule(int64_t n) const;
+  // How many leading tokens apply() must see so that every range decode_schedule(m), m <= n,
+  // holds the bytes the streaming cache wrote for it (n, or fewer when an open group must not
+  // be quantized yet).
+  virtual int64_t decode_apply_tokens(int64_t n) const { return n; }
   // What the method learned from (calibration tokens, another dump, a codebook's training
   // data), stated in every eval report; empty for methods that learn nothing.
   virtual std::string calibration() const { return {}; }

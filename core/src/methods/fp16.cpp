@@ -14,6 +14,8 @@ class Fp16 final : public Method {
   std::string spec() const override { return "fp16"; }
   Schedule schedule(int64_t) const override { return {}; }
   Bits bits(int64_t, int64_t) const override { return {16.0, 16.0}; }
+  Schedule decode_schedule(int64_t) const override { return {}; }
+  int64_t decode_apply_tokens(int64_t) const override { return 0; }
   Reconstruction apply(const TensorView& k, const TensorView& v, const HeadContext&) const override {
     check_inputs(k, v);
     return {full_precision(k), full_precision(v)};

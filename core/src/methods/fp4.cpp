@@ -20,6 +20,15 @@ class Fp4 final : public Method {
     const double b = float_packed_bits({T, D}, {f_}) / (double)(T * D);
     return {b, b};
   }
+  // MXFP4's scales are per block of one token: a token is quantized as it arrives. NVFP4's fp32
+  // tensor scale is the absmax of the whole head, which a decoding cache does not have yet.
+  Schedule decode_schedule(int64_t n) const override {
+    if (f_ == FloatFormat::NVFP4)
+      throw std::invalid_argument("method '" + spec() +
+                                  "' cannot be decoded: NVFP4's tensor scale is the absmax of every token of "
+                                  "the head, which a decoding cache does not have yet; use fp4:fmt=mx");
+    return every_token(n);
+  }
   Reconstruction apply(const TensorView& k, const TensorView& v, const HeadContext&) const override {
     check_inputs(k, v);
     return {float_roundtrip(k, {f_}, {}), float_roundtrip(v, {f_}, {})};

@@ -71,6 +71,22 @@ class Fp8 final : public Method {
     return {float_packed_bits({T, D}, {p_.k, p_.scale}) / (double)(T * D),
             float_packed_bits({T, D}, {p_.v, p_.scale}) / (double)(T * D)};
   }
+  // Calibrated with calib_tokens=c: the scales are fixed once c tokens exist, and every token
+  // (the calibration tokens included) is quantized with them from the next token on; until
+  // then the cache is fp16. Dynamic scales and calib_tokens=half need every token: refused.
+  Schedule decode_schedule(int64_t n) const override {
+    auto refuse = [&](const std::string& why) {
+      return std::invalid_argument("method '" + spec() + "' cannot be decoded: " + why);
+    };
+    if (p_.calib.dynamic)
+      throw refuse(
+          "dynamic scales are the absmax of every token, which a decoding cache does not have yet; "
+          "calibrate on the first tokens: fp8:calib=max,calib_tokens=128");
+    if (!p_.calib_tokens)
+      throw refuse("calib_tokens=half depends on the sequence length; give a count (calib_tokens=128)");
+    return n > p_.calib_tokens ? every_token(n) : Schedule{};
+  }
+  int64_t decode_apply_tokens(int64_t n) const override { return n > p_.calib_tokens ? n : 0; }
   Reconstruction apply(const TensorView& k, const TensorView& v, const HeadContext&) const override {
     check_inputs(k, v);
     return {role(k, p_.k), role(v, p_.v)};

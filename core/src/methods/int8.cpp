@@ -17,6 +17,14 @@ QuantizerSpec per_channel(const UniformParams& p) {
 
 Schedule all(const UniformParams&, int64_t T) { return every_token(T); }
 
+// Decoding: a group of G tokens is quantized when it fills (its scale needs all G); the open
+// group stays fp16 until then.
+int64_t whole_groups(const UniformParams& p, int64_t n) { return n / p.group * p.group; }
+Schedule closed_groups(const UniformParams& p, int64_t n) {
+  const int64_t e = whole_groups(p, n);
+  return {0, e, 0, e};
+}
+
 }  // namespace
 
 MethodFamily int8_family() {
@@ -29,7 +37,7 @@ MethodFamily int8_family() {
         return keys;
       }(),
       {{"int8", "int8:group=all,params=fp16", "symmetric INT8 per channel, absmax/127, keys and values"}},
-      {per_channel, per_channel, all, nullptr});
+      {per_channel, per_channel, all, nullptr, whole_sequence_group, closed_groups, whole_groups});
 }
 
 }  // namespace kvlab::methods

@@ -33,16 +33,17 @@ MethodFamily kitty_family() {
   std::vector<MethodKey> keys = kivi_keys("32");
   keys.insert(keys.begin() + 6,
               {"boost", "0.125", "share of key channels per page at kbits+2, chosen by mean |k|"});
-  return uniform_family(kName, "Kitty: kivi with a share of key channels per page at kbits+2", keys,
-                        {{"kitty",
-                          "kitty:kbits=2,vbits=2,group=128,vgroup=all,sink=32,residual=128,boost=0.125,"
-                          "params=fp16,profile=kvlab",
-                          "Kitty K2V2: 12.5% of key channels per page at 4 bits, sink 32, G=128, R=128"},
-                         {"kitty-pro",
-                          "kitty:kbits=2,vbits=2,group=128,vgroup=all,sink=32,residual=128,boost=0.25,params="
-                          "fp16,profile=kvlab",
-                          "Kitty-Pro: as kitty with 25% of key channels boosted"}},
-                        {kitty_key, kivi_value, sink_and_residual, check_boost});
+  return uniform_family(
+      kName, "Kitty: kivi with a share of key channels per page at kbits+2", keys,
+      {{"kitty",
+        "kitty:kbits=2,vbits=2,group=128,vgroup=all,sink=32,residual=128,boost=0.125,"
+        "params=fp16,profile=kvlab",
+        "Kitty K2V2: 12.5% of key channels per page at 4 bits, sink 32, G=128, R=128"},
+       {"kitty-pro",
+        "kitty:kbits=2,vbits=2,group=128,vgroup=all,sink=32,residual=128,boost=0.25,params="
+        "fp16,profile=kvlab",
+        "Kitty-Pro: as kitty with 25% of key channels boosted"}},
+      {kitty_key, kivi_value, sink_and_residual, check_boost, whole_sequence_group, sink_and_residual});
 }
 
 }  // namespace kvlab::methods

@@ -55,7 +55,7 @@ MethodFamily kivi_family() {
        {"kivi-2-sink",
         "kivi:kbits=2,vbits=2,group=128,vgroup=all,sink=32,residual=128,params=fp16,profile=kvlab",
         "kivi-2 with the first 32 tokens (attention sinks) in fp16"}},
-      {kivi_key, kivi_value, sink_and_residual, nullptr});
+      {kivi_key, kivi_value, sink_and_residual, nullptr, whole_sequence_group, sink_and_residual});
 }
 
 }  // namespace kvlab::methods

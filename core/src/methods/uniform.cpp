@@ -60,6 +60,12 @@ Schedule sink_and_residual(const UniformParams& p, int64_t T) {
   return s;
 }
 
+std::string whole_sequence_group(const UniformParams& p) {
+  return p.group == kWholeAxis ? "group=all takes each key channel's scale over the whole sequence, which a "
+                                 "decoding cache does not have yet; give a group size (group=128)"
+                               : "";
+}
+
 namespace {
 
 std::string group_text(int g) { return g == kWholeAxis ? "all" : std::to_string(g); }
@@ -171,6 +177,14 @@ std::string UniformMethod::spec() const {
     first = false;
   }
   return out;
+}
+
+Schedule UniformMethod::decode_schedule(int64_t n) const {
+  const std::string why = rules_.decode_refusal ? rules_.decode_refusal(p_) : "";
+  if (!rules_.decode || !why.empty())
+    throw std::invalid_argument(
+        "method '" + spec() + "' cannot be decoded: " + (why.empty() ? std::string("no decode rule") : why));
+  return rules_.decode(p_, n);
 }
 
 void UniformMethod::check_model(const ModelShape& m) const {

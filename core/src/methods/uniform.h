@@ -27,6 +27,8 @@ Schedule every_token(int64_t T);
 // The first `sink` tokens stay fp16; keys in whole groups after them, values all but the newest
 // `residual` (kivi, kitty).
 Schedule sink_and_residual(const UniformParams& p, int64_t T);
+// Why key groups of `all` tokens cannot stream, or "" (kivi, kitty, int8).
+std::string whole_sequence_group(const UniformParams& p);
 
 // What a uniform family decides; everything else (parse, print, bits, apply) is shared.
 struct UniformRules {
@@ -35,6 +37,11 @@ struct UniformRules {
   Schedule (*schedule)(const UniformParams&, int64_t T) = nullptr;
   // Checks beyond the quantizers' own: why the parameters are invalid, or "".
   std::string (*check)(const UniformParams&) = nullptr;
+  // Decoding (Method::decode_schedule): why these parameters cannot stream, or ""; the ranges
+  // after n tokens; the tokens apply() must see (null: n).
+  std::string (*decode_refusal)(const UniformParams&) = nullptr;
+  Schedule (*decode)(const UniformParams&, int64_t n) = nullptr;
+  int64_t (*decode_tokens)(const UniformParams&, int64_t n) = nullptr;
 };
 
 // The family entry; its keys must be among kbits, vbits, group, vgroup, sink, residual, boost,
@@ -57,6 +64,10 @@ class UniformMethod final : public Method {
   std::string spec() const override;
   Schedule schedule(int64_t T) const override { return rules_.schedule(p_, T); }
   Bits bits(int64_t T, int64_t D) const override;
+  Schedule decode_schedule(int64_t n) const override;
+  int64_t decode_apply_tokens(int64_t n) const override {
+    return rules_.decode_tokens ? rules_.decode_tokens(p_, n) : n;
+  }
   Reconstruction apply(const TensorView& k, const TensorView& v, const HeadContext&) const override {
     return apply_with(k, v, nullptr);
   }

@@ -1,0 +1,82 @@
+#include "kvlab/decode_view.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "methods/uniform.h"
+
+namespace kvlab {
+
+Schedule Method::decode_schedule(int64_t) const {
+  throw std::invalid_argument("method '" + spec() + "' has no decode rule (docs/FORMATS.md section 12)");
+}
+
+namespace {
+
+// Rows [0, n) of each (T, D) slice of x, as fp32 of shape (..., n, D).
+Tensor prefix(const TensorView& x, int64_t n) {
+  const int64_t T = x.shape[x.shape.size() - 2], D = x.shape.back(), N = x.numel() / (T * D);
+  Tensor out;
+  out.shape = x.shape;
+  out.shape[out.shape.size() - 2] = n;
+  out.data.resize((size_t)(N * n * D));
+  for (int64_t s = 0; s < N; ++s) methods::load(x, s * T * D, n * D, &out.data[(size_t)(s * n * D)]);
+  return out;
+}
+
+// Rows [b, e) of every slice of src (..., Ts, D) into dst (..., Td, D).
+void copy_rows(const Tensor& src, Tensor& dst, int64_t b, int64_t e) {
+  const int64_t Ts = src.shape[src.shape.size() - 2], Td = dst.shape[dst.shape.size() - 2],
+                D = dst.shape.back(), N = (int64_t)dst.data.size() / (Td * D);
+  for (int64_t s = 0; s < N && e > b; ++s)
+    std::copy_n(&src.data[(size_t)((s * Ts + b) * D)], (e - b) * D, &dst.data[(size_t)((s * Td + b) * D)]);
+}
+
+void check_step(const TensorView& k, const TensorView& v, int64_t t) {
+  methods::check_inputs(k, v);
+  const int64_t T = k.shape[k.shape.size() - 2];
+  if (t < 0 || t >= T)
+    throw std::invalid_argument("decode_view: step " + std::to_string(t) + " outside the " +
+                                std::to_string(T) + " tokens given");
+}
+
+// apply() on the first `n_apply` rows, padded with the fp16 input up to `n` rows.
+Reconstruction applied_prefix(const Method& m, const TensorView& k, const TensorView& v, int64_t n_apply,
+                              int64_t n, const HeadContext& at) {
+  Tensor k16 = methods::full_precision(prefix(k, n).view()),
+         v16 = methods::full_precision(prefix(v, n).view());
+  if (n_apply < 0 || n_apply > n)
+    throw std::logic_error("method '" + m.spec() + "': decode_apply_tokens out of range");
+  if (n_apply == 0) return {std::move(k16), std::move(v16)};
+  const Tensor kp = prefix(k, n_apply), vp = prefix(v, n_apply);
+  const Reconstruction r = m.apply(kp.view(), vp.view(), at);
+  copy_rows(r.k, k16, 0, n_apply);
+  copy_rows(r.v, v16, 0, n_apply);
+  return {std::move(k16), std::move(v16)};
+}
+
+}  // namespace
+
+void check_decodable(const Method& m) { (void)m.decode_schedule(1); }
+
+Reconstruction decode_view(const Method& m, const TensorView& k, const TensorView& v, int64_t t,
+                           const HeadContext& at) {
+  check_step(k, v, t);
+  const int64_t n = t + 1;
+  const Schedule s = m.decode_schedule(n);
+  const Reconstruction q = applied_prefix(m, k, v, m.decode_apply_tokens(n), n, at);
+  Reconstruction out{methods::full_precision(prefix(k, n).view()),
+                     methods::full_precision(prefix(v, n).view())};
+  copy_rows(q.k, out.k, s.key_begin, s.key_end);
+  copy_rows(q.v, out.v, s.value_begin, s.value_end);
+  return out;
+}
+
+Reconstruction decode_final(const Method& m, const TensorView& k, const TensorView& v,
+                            const HeadContext& at) {
+  methods::check_inputs(k, v);
+  const int64_t T = k.shape[k.shape.size() - 2];
+  return applied_prefix(m, k, v, m.decode_apply_tokens(T), T, at);
+}
+
+}  // namespace kvlab
