@@ -30,9 +30,9 @@ def _attention_modules(model):
 @contextlib.contextmanager
 def apply_method(model, method, *, layers=None):
     """Within the block, every attention of ``model`` (or only those of ``layers``, an iterable
-    of layer indices: the others run the model's own attention, unquantized) sees its KV cache
-    as ``method`` (a preset, spec or kvlab.Method) holds it at each step of decoding. The model's
-    attention implementation is restored when the block ends, also on an exception."""
+    of layer indices: the others hold the fp16 cache, as in ``kvlab ppl --layers``) sees its KV
+    cache as ``method`` (a preset, spec or kvlab.Method) holds it at each step of decoding. The
+    model's attention implementation is restored when the block ends, also on an exception."""
     m = method if isinstance(method, _api.Method) else _api.Method(method)
     modules = _attention_modules(model)
     if not modules:
@@ -46,11 +46,11 @@ def apply_method(model, method, *, layers=None):
     if chosen is not None and not chosen <= set(range(cfg.num_hidden_layers)):
         raise ValueError(f"kvlab.hf.apply_method: layers {sorted(chosen)} outside 0..{cfg.num_hidden_layers - 1}")
     _attention.register()
-    from transformers.integrations.sdpa_attention import sdpa_attention_forward
     old = cfg._attn_implementation
-    state = (m, _attention._Schedules(m), chosen, sdpa_attention_forward)  # unchosen layers: unquantized, sdpa
+    fp16 = _api.Method("fp16")
     for mod in modules:
-        mod._kvlab_sim = state
+        keep = chosen is None or mod.layer_idx in chosen
+        mod._kvlab_sim = (m, _attention._Schedules(m)) if keep else (fp16, _attention._Schedules(fp16))
     cfg._attn_implementation = _attention.NAME
     try:
         yield model

@@ -49,8 +49,9 @@ def _attend_head(q, k, v, method, rows, layer, kv_head, scaling, block=128):
     """q: (G, Tq, D) float32, the query heads of this KV head; k, v: (T, D). Returns (G, Tq, D).
     Queries go in blocks of `block` positions, each against the keys up to its last position."""
     T, start = k.shape[0], k.shape[0] - q.shape[1]
-    k_hat, v_hat = (torch.from_numpy(x) for x in method.decode_final(k.numpy(), v.numpy(), layer=layer,
-                                                                      kv_head=kv_head))
+    # one head as (1, T, D): the shape vq's codebooks ask for
+    k_hat, v_hat = (torch.from_numpy(x[0]) for x in method.decode_final(k.numpy()[None], v.numpy()[None],
+                                                                         layer=layer, kv_head=kv_head))
     k16, v16 = k.half().float(), v.half().float()
     out = torch.empty_like(q)
     for a in range(start, T, block):
@@ -78,9 +79,7 @@ def kvlab_attention(module, query, key, value, attention_mask, scaling, dropout=
     state = getattr(module, "_kvlab_sim", None)
     if state is None:
         raise RuntimeError("kvlab.hf: attention implementation 'kvlab' used outside kvlab.hf.apply_method(model, method)")
-    method, schedules, layers, fallback = state
-    if layers is not None and module.layer_idx not in layers:
-        return fallback(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
+    method, schedules = state
     B, Hq, Tq, D = query.shape
     Hkv, T = key.shape[1], key.shape[2]
     _causal_mask_check(attention_mask, T - Tq, T)

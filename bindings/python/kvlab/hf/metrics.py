@@ -1,6 +1,8 @@
 """Model-level damage of a method (what ``kvlab ppl`` reports): teacher-forced perplexity and
 its change, KL(p_ref || p_method) of the next-token distribution per position (mean, max), top-1
-agreement, and the first step where greedy generation departs from the unquantized model."""
+agreement, and the first step where greedy generation departs from the reference. The reference
+is kvlab ppl's: the same model with the fp16 cache (every K and V rounded to fp16, nothing
+quantized)."""
 import math
 
 import torch
@@ -8,9 +10,14 @@ import torch
 from .. import _api
 
 
-def _logits(model, ids):
+def _logits(model, ids, method=None, layers=None):
+    """Logits with ``method`` simulated (None: the model as it is)."""
+    from . import apply_method
     with torch.no_grad():
-        return model(ids).logits.float()
+        if method is None:
+            return model(ids).logits.float()
+        with apply_method(model, method, layers=layers):
+            return model(ids).logits.float()
 
 
 def _nll(logits, ids):
@@ -20,23 +27,20 @@ def _nll(logits, ids):
 
 
 def score(model, ids, methods, *, layers=None, reference=None):
-    """Teacher-forced comparison of ``methods`` against the unquantized model on ``ids``
-    ((B, T) or (T,) token ids, no padding). Returns a list of dicts, one per method: ``name``,
-    ``spec``, ``bits_per_element`` (one head of T tokens), ``ppl``, ``delta_ppl``, ``kl_mean``,
+    """Teacher-forced comparison of ``methods`` against the fp16 cache on ``ids`` ((B, T) or
+    (T,) token ids, no padding). Returns a list of dicts, one per method: ``name``, ``spec``, ``bits_per_element`` (one head of T tokens), ``ppl``, ``delta_ppl``, ``kl_mean``,
     ``kl_max`` (nats, over every predicting position), ``top1_agreement``, and ``ref_ppl``.
-    ``layers``: quantize only these layers (see apply_method). ``reference``: the unquantized
+    ``layers``: quantize only these layers (see apply_method). ``reference``: the fp16 cache's
     logits when already computed."""
-    from . import apply_method
     ids = torch.as_tensor(ids).reshape(-1, torch.as_tensor(ids).shape[-1])
-    ref = _logits(model, ids) if reference is None else reference.float()
+    ref = _logits(model, ids, "fp16") if reference is None else reference.float()
     ref_lp = torch.log_softmax(ref[:, :-1].double(), dim=-1)
     ref_ppl = math.exp(_nll(ref, ids))
     head_dim = getattr(model.config, "head_dim", None) or model.config.hidden_size // model.config.num_attention_heads
     rows = []
     for name in ([methods] if isinstance(methods, (str, _api.Method)) else methods):
         m = name if isinstance(name, _api.Method) else _api.Method(name)
-        with apply_method(model, m, layers=layers):
-            got = _logits(model, ids)
+        got = _logits(model, ids, m, layers)
         lp = torch.log_softmax(got[:, :-1].double(), dim=-1)
         kl = (ref_lp.exp() * (ref_lp - lp)).sum(-1)
         ppl = math.exp(_nll(got, ids))
@@ -49,12 +53,14 @@ def score(model, ids, methods, *, layers=None, reference=None):
 
 def greedy_divergence(model, prompt, method, steps):
     """Greedy generation of ``steps`` tokens after ``prompt`` ((1, P) ids) with and without the
-    method; returns the first generated step (0-based) whose token differs, or None."""
+    method (the reference: the fp16 cache); returns the first generated step (0-based) whose
+    token differs, or None."""
     from . import apply_method
     prompt = torch.as_tensor(prompt).reshape(1, -1)
     kw = dict(max_new_tokens=steps, min_new_tokens=steps, do_sample=False, pad_token_id=0)
     with torch.no_grad():
-        ref = model.generate(prompt, **kw)[0, prompt.shape[1]:]
+        with apply_method(model, "fp16"):
+            ref = model.generate(prompt, **kw)[0, prompt.shape[1]:]
         with apply_method(model, method):
             got = model.generate(prompt, **kw)[0, prompt.shape[1]:]
     diff = (ref != got).nonzero()
