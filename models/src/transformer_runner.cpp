@@ -77,7 +77,11 @@ void TransformerRunner::forward(const int32_t* tokens, int64_t n, int64_t logit_
       scatter_row(q_[l], qi, c.n_heads, max_tokens_, D, p0 + i);
       scatter_row(k_[l], ki, c.n_kv_heads, max_tokens_, D, p0 + i);
     }
-    attention_block(l, p0, n, att.data());
+    if (simulating_) quantize_cache(l, p0, n);
+    if (quantized(l))
+      simulated_attention(l, p0, n, att.data());
+    else
+      attention_block(l, p0, n, att.data());
     matmul_nt(xb.data(), att.data(), L.wo, L.bo, n, q_dim, dim);
     for (size_t j = 0; j < x.size(); ++j) x[j] += xb[j];
 

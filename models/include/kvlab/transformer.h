@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kvlab/dump.h"
+#include "kvlab/method.h"
 
 namespace kvlab {
 
@@ -41,12 +42,23 @@ struct TransformerWeights {
   const float* classifier = nullptr;  // (vocab, dim); the embedding when tied
 };
 
+// A KV method simulated decode-faithfully (kvlab ppl; docs/FORMATS.md section 10): the cache
+// holds fp16 K and V, and query position t of a quantized layer sees each head as the method
+// holds it after t + 1 tokens (kvlab/decode_view.h), whatever the block size.
+struct CacheSimulation {
+  MethodPtr method;          // must be decodable (check_decodable)
+  std::vector<bool> layers;  // layers whose cache is quantized; empty: all
+};
+
 // Runs blocks of tokens in order, each attending to every earlier position. Results do not
 // depend on the thread count (work is split in fixed blocks).
 class TransformerRunner {
  public:
   // Room for `max_tokens` positions in the cache.
   TransformerRunner(const TransformerWeights& w, int64_t max_tokens);
+  // Simulate a KV method from the next forward on (set before the first). Throws
+  // std::invalid_argument for a method without a decode rule or a layer list of another length.
+  void simulate(CacheSimulation sim);
 
   // Forwards tokens[0..n) at positions pos()..pos()+n. Writes the logits of the last
   // `logit_rows` of them (row-major, logit_rows x vocab) into `logits`. Throws
@@ -59,10 +71,17 @@ class TransformerRunner {
 
  private:
   void attention_block(int64_t layer, int64_t p0, int64_t n, float* out) const;
+  bool quantized(int64_t layer) const;
+  // Simulation: rounds the block's k, v to fp16 and rebuilds the layer's quantized bytes.
+  void quantize_cache(int64_t layer, int64_t p0, int64_t n);
+  void simulated_attention(int64_t layer, int64_t p0, int64_t n, float* out) const;
   const TransformerWeights& w_;
   int64_t max_tokens_, pos_ = 0;
   // Per layer, head-major (heads, max_tokens, head_dim): the cache is the capture.
   std::vector<std::vector<float>> q_, k_, v_, k_pre_;
+  CacheSimulation sim_;
+  bool simulating_ = false, quantizes_ = false;  // quantizes_: the method ever quantizes a token
+  std::vector<std::vector<float>> kq_, vq_;      // decode_final of each quantized layer, head-major
 };
 
 // cos and sin of position `pos` times each pair's frequency, theta^(-2i/head_dim), i < head_dim/2,
