@@ -2,8 +2,9 @@
 it at its step of decoding, in full-sequence forwards and in generation alike.
 
 The rule is core's (kvlab/decode_view.h, docs/FORMATS.md section 10), shared with ``kvlab ppl``:
-query position t sees, for each key j <= t, row j of ``Method.decode_final(K, V)`` where j lies
-in the ranges of the cache after t+1 tokens (``decode_schedules``), and fp16(K[j]) elsewhere. A
+query position t sees, for each key j <= t, row j of ``Method.decode_final(fp16(K), fp16(V))``
+where j lies in the ranges of the cache after t+1 tokens (``decode_schedules``), and fp16(K[j])
+elsewhere. A
 quantized row never changes once written, so one decode_final per head serves every query. The
 Hugging Face cache itself stays in full precision; the method's view is rebuilt from it."""
 import torch
@@ -49,10 +50,11 @@ def _attend_head(q, k, v, method, rows, layer, kv_head, scaling, block=128):
     """q: (G, Tq, D) float32, the query heads of this KV head; k, v: (T, D). Returns (G, Tq, D).
     Queries go in blocks of `block` positions, each against the keys up to its last position."""
     T, start = k.shape[0], k.shape[0] - q.shape[1]
-    # one head as (1, T, D): the shape vq's codebooks ask for
-    k_hat, v_hat = (torch.from_numpy(x[0]) for x in method.decode_final(k.numpy()[None], v.numpy()[None],
-                                                                         layer=layer, kv_head=kv_head))
+    # The cache holds fp16 K and V (as kvlab ppl's runner): the method quantizes those. One head
+    # as (1, T, D): the shape vq's codebooks ask for.
     k16, v16 = k.half().float(), v.half().float()
+    k_hat, v_hat = (torch.from_numpy(x[0]) for x in method.decode_final(k16.numpy()[None], v16.numpy()[None],
+                                                                         layer=layer, kv_head=kv_head))
     out = torch.empty_like(q)
     for a in range(start, T, block):
         b = min(a + block, T)

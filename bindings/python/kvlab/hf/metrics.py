@@ -28,26 +28,28 @@ def _nll(logits, ids):
 
 def score(model, ids, methods, *, layers=None, reference=None):
     """Teacher-forced comparison of ``methods`` against the fp16 cache on ``ids`` ((B, T) or
-    (T,) token ids, no padding). Returns a list of dicts, one per method: ``name``, ``spec``, ``bits_per_element`` (one head of T tokens), ``ppl``, ``delta_ppl``, ``kl_mean``,
-    ``kl_max`` (nats, over every predicting position), ``top1_agreement``, and ``ref_ppl``.
+    (T,) token ids, no padding). Returns a list of dicts, one per method: ``name``, ``spec``,
+    ``bits_per_element`` (one head of T tokens), ``ppl`` (over the T - 1 predicted tokens),
+    ``delta_ppl``, ``ref_ppl``, and over every position (the last too, as kvlab ppl) ``kl_mean``,
+    ``kl_max`` (nats) and ``top1_agreement``.
     ``layers``: quantize only these layers (see apply_method). ``reference``: the fp16 cache's
     logits when already computed."""
     ids = torch.as_tensor(ids).reshape(-1, torch.as_tensor(ids).shape[-1])
     ref = _logits(model, ids, "fp16") if reference is None else reference.float()
-    ref_lp = torch.log_softmax(ref[:, :-1].double(), dim=-1)
+    ref_lp = torch.log_softmax(ref.double(), dim=-1)
     ref_ppl = math.exp(_nll(ref, ids))
     head_dim = getattr(model.config, "head_dim", None) or model.config.hidden_size // model.config.num_attention_heads
     rows = []
     for name in ([methods] if isinstance(methods, (str, _api.Method)) else methods):
         m = name if isinstance(name, _api.Method) else _api.Method(name)
         got = _logits(model, ids, m, layers)
-        lp = torch.log_softmax(got[:, :-1].double(), dim=-1)
+        lp = torch.log_softmax(got.double(), dim=-1)
         kl = (ref_lp.exp() * (ref_lp - lp)).sum(-1)
         ppl = math.exp(_nll(got, ids))
         rows.append({"name": str(name), "spec": m.spec, "bits_per_element": m.bits(ids.shape[1], head_dim)["both"],
                      "ppl": ppl, "delta_ppl": ppl - ref_ppl, "ref_ppl": ref_ppl, "kl_mean": float(kl.mean()),
                      "kl_max": float(kl.max()),
-                     "top1_agreement": float((got[:, :-1].argmax(-1) == ref[:, :-1].argmax(-1)).double().mean())})
+                     "top1_agreement": float((got.argmax(-1) == ref.argmax(-1)).double().mean())})
     return rows
 
 
