@@ -52,7 +52,7 @@ def by_hand(model, tokens, method):
         out = torch.empty(q.shape[0], q.shape[1], q.shape[2], q.shape[3])
         for h in range(k.shape[1]):
             for t in range(T):
-                kv = method.decode_view(k[0, h].float().contiguous(), v[0, h].float().contiguous(), t,
+                kv = method.decode_view(k[0, h].half().float(), v[0, h].half().float(), t,  # the fp16 cache
                                         layer=module.layer_idx, kv_head=h)
                 kt, vt = (torch.from_numpy(x) for x in kv)
                 p = torch.softmax(q[0, h * G:(h + 1) * G, t].float() @ kt.T * scaling, dim=-1)
