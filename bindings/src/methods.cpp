@@ -1,5 +1,6 @@
 // The method registry: families, presets, and one parsed method (spec, bits, schedule, apply).
 #include "common.h"
+#include "kvlab/decode_view.h"
 #include "kvlab/method.h"
 
 namespace kvlab::bind {
@@ -97,7 +98,46 @@ void bind_methods(py::module_& m) {
           [](const PyMethod& x, int64_t num_layers, int64_t num_kv_heads, int64_t head_dim) {
             x.p->check_model({num_layers, num_kv_heads, head_dim});
           },
-          py::arg("num_layers"), py::arg("num_kv_heads"), py::arg("head_dim"));
+          py::arg("num_layers"), py::arg("num_kv_heads"), py::arg("head_dim"))
+      // Decoding (kvlab/decode_view.h): the streaming rule the simulations in kvlab ppl and kvlab.hf share.
+      .def("check_decodable", [](const PyMethod& x) { check_decodable(*x.p); })
+      .def(
+          "decode_schedules",
+          [](const PyMethod& x, int64_t tokens) {
+            // decode_schedule(t + 1) for t < tokens, as rows (key begin, key end, value begin, value end).
+            py::array_t<int64_t> out({tokens, int64_t{4}});
+            auto r = out.mutable_unchecked<2>();
+            for (int64_t t = 0; t < tokens; ++t) {
+              const Schedule s = x.p->decode_schedule(t + 1);
+              r(t, 0) = s.key_begin, r(t, 1) = s.key_end, r(t, 2) = s.value_begin, r(t, 3) = s.value_end;
+            }
+            return out;
+          },
+          py::arg("tokens"))
+      .def(
+          "decode_final",
+          [](const PyMethod& x, py::handle k, py::handle v, int64_t layer, int64_t kv_head) {
+            InputArray ki = input_array(k, "k"), vi = input_array(v, "v");
+            Reconstruction r;
+            {
+              py::gil_scoped_release release;
+              r = decode_final(*x.p, ki.view, vi.view, {layer, kv_head});
+            }
+            return py::make_tuple(tensor_array(std::move(r.k)), tensor_array(std::move(r.v)));
+          },
+          py::arg("k"), py::arg("v"), py::arg("layer") = 0, py::arg("kv_head") = 0)
+      .def(
+          "decode_view",
+          [](const PyMethod& x, py::handle k, py::handle v, int64_t t, int64_t layer, int64_t kv_head) {
+            InputArray ki = input_array(k, "k"), vi = input_array(v, "v");
+            Reconstruction r;
+            {
+              py::gil_scoped_release release;
+              r = decode_view(*x.p, ki.view, vi.view, t, {layer, kv_head});
+            }
+            return py::make_tuple(tensor_array(std::move(r.k)), tensor_array(std::move(r.v)));
+          },
+          py::arg("k"), py::arg("v"), py::arg("t"), py::arg("layer") = 0, py::arg("kv_head") = 0);
 }
 
 }  // namespace kvlab::bind

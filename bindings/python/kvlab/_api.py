@@ -84,6 +84,26 @@ class Method:
         numpy or CPU torch; ``layer`` and ``kv_head`` pick codebooks (vq)."""
         return self._m.apply(as_array(k, "k"), as_array(v, "v"), layer=layer, kv_head=kv_head)
 
+    def check_decodable(self):
+        """Raise ValueError when a streaming cache cannot hold what apply() computes (a scale over
+        tokens not yet seen: int8 group=all, fp8 dynamic, NVFP4), saying what to use instead."""
+        self._m.check_decodable()
+
+    def decode_schedules(self, tokens):
+        """The decode rule (docs/FORMATS.md section 10): an int64 array (tokens, 4) whose row t is
+        the quantized (key begin, key end, value begin, value end) of the cache after t+1 tokens."""
+        return self._m.decode_schedules(int(tokens))
+
+    def decode_final(self, k, v, *, layer=0, kv_head=0):
+        """Every decoding step's quantized rows at once, (..., T, D) float32: row j of the view at
+        step t is this row where j is in ``decode_schedules(T)[t]``'s ranges, fp16(k) otherwise."""
+        return self._m.decode_final(as_array(k, "k"), as_array(v, "v"), layer=layer, kv_head=kv_head)
+
+    def decode_view(self, k, v, t, *, layer=0, kv_head=0):
+        """The cache after t+1 tokens, rebuilt from that prefix alone ((..., t+1, D); slow: the
+        reference decode_final is tested against)."""
+        return self._m.decode_view(as_array(k, "k"), as_array(v, "v"), int(t), layer=layer, kv_head=kv_head)
+
     def check_model(self, *, num_layers, num_kv_heads, head_dim):
         """Raise ValueError when the method cannot serve this model (a codebook file for another one)."""
         self._m.check_model(num_layers, num_kv_heads, head_dim)

@@ -1,0 +1,254 @@
+#!/usr/bin/env python3
+"""Tensor level against model level on the reference model (issue 14 part 4; docs/RESULTS.md).
+
+For each held-out window (<s> + 2047 tokens of data/<model>/heldout.txt): the C++ runner dumps
+q/k/v (`kvlab dump`), `kvlab.evaluate` gives the tensor metrics of every method (attention-score
+MSE, attention-output error, attention KL), and `kvlab.hf.score` the model-level damage under the
+decode-faithful rule (delta ppl, logit KL, against the fp16 cache as kvlab ppl). Per layer: each method of --layer-methods on one layer
+at a time, over the first --layer-windows windows. Spearman rank correlations between each tensor
+metric and delta ppl / logit KL, across methods and across (method, layer) pairs.
+
+    PYTHONPATH=build/bindings/python .venv-hf/bin/python scripts/study_tensor_vs_model.py --out-dir study
+
+Writes study.json (everything), study_methods.csv, study_layers.csv and study_scatter.svg.
+"""
+import argparse
+import csv
+import json
+import math
+import os
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from html import escape
+from pathlib import Path
+
+import numpy as np
+import torch
+import transformers
+
+import kvlab
+import kvlab.hf
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "scripts"))
+from refmodel.corpus import strip_gutenberg  # noqa: E402
+
+# Every preset with a streaming rule but fp16 (the reference: delta ppl and KL are against the fp16 cache), the decodable variants of the three that have none (int8's
+# scale over the whole sequence, fp8's dynamic scale, NVFP4's tensor scale: refused by
+# Method.check_decodable), and the Kitty boost sweep around kitty (0.125) and kitty-pro (0.25).
+METHODS = ["int8:group=128", "fp8:calib=max,calib_tokens=128", "kivi-4", "kivi-2", "kivi-2-sink",
+           "kitty", "kitty-pro", "mxfp4", "kitty:boost=0", "kitty:boost=0.0625", "kitty:boost=0.5",
+           "kitty:boost=1"]
+TENSOR = ["attn_score_mse", "attn_output_rel_err", "kl"]
+MODEL = ["delta_ppl", "kl_mean"]
+
+
+def method_list(text):
+    """Comma-separated methods; a piece with '=' but no ':' continues the spec before it
+    (fp8:calib=max,calib_tokens=128)."""
+    out = []
+    for piece in filter(None, text.split(",")):
+        if out and "=" in piece and ":" not in piece:
+            out[-1] += "," + piece
+        else:
+            out.append(piece)
+    return out
+
+
+def spearman(x, y):
+    """Spearman's rho (Pearson of average ranks)."""
+    def ranks(a):
+        a = np.asarray(a, float)
+        order = a.argsort(kind="stable")
+        r = np.empty(len(a))
+        r[order] = np.arange(len(a))
+        for v in np.unique(a):  # ties share their mean rank
+            r[a == v] = r[a == v].mean()
+        return r
+    rx, ry = ranks(x), ranks(y)
+    rx, ry = rx - rx.mean(), ry - ry.mean()
+    d = math.sqrt((rx * rx).sum() * (ry * ry).sum())
+    return float((rx * ry).sum() / d) if d else float("nan")
+
+
+def kvlab_cli(cli, *args):
+    r = subprocess.run([cli, *map(str, args)], capture_output=True, text=True)
+    if r.returncode:
+        sys.exit(f"kvlab {' '.join(map(str, args))}: {r.stderr.strip()}")
+
+
+def dump(cli, model_dir, tokens, path):
+    ids = path.with_suffix(".ids")
+    ids.write_text(" ".join(map(str, tokens)))
+    kvlab_cli(cli, "dump", "--model", model_dir, "--tokens", ids, "--steps", 0, "--out", path)
+    return path
+
+
+def train_codebook(cli, model_dir, tok, corpus, book, n, spec, work, out):
+    """A VQ codebook (kept in `out`) from a dump of a training book (never the held-out text)."""
+    with tarfile.open(corpus) as tf:
+        member = next(m for m in tf.getmembers() if m.name.endswith(f"/{book}.txt"))
+        text, _ = strip_gutenberg(book, tf.extractfile(member).read().decode("utf-8"))
+    tokens = tok(text)["input_ids"][:n]
+    cb = out / f"vq_{spec}.h5"
+    kvlab_cli(cli, "vq", "train", dump(cli, model_dir, tokens, work / "train.h5"), "--spec", spec, "--out", cb)
+    return f"vq:codebooks={cb}"
+
+
+def scatter(points, xlabel, ylabel, title, width=720, height=460):
+    """points: [(label, x, y)] on log-log axes (non-positive values left out). Returns SVG text."""
+    pts = [(lab, x, y) for lab, x, y in points if x > 0 and y > 0]
+    lx = [math.log10(x) for _, x, _ in pts]
+    ly = [math.log10(y) for _, _, y in pts]
+    x0, x1 = math.floor(min(lx)), math.ceil(max(lx))
+    y0, y1 = math.floor(min(ly)), math.ceil(max(ly))
+    left, right, top, bottom = 70, 20, 40, 50
+    pw, ph = width - left - right, height - top - bottom
+
+    def sx(v):
+        return left + (v - x0) / ((x1 - x0) or 1) * pw
+
+    def sy(v):
+        return top + ph - (v - y0) / ((y1 - y0) or 1) * ph
+
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
+           f'font-size="11">', f'<rect width="{width}" height="{height}" fill="white"/>',
+           f'<text x="{width / 2}" y="22" text-anchor="middle" font-size="14">{escape(title)}</text>']
+    for e in range(x0, x1 + 1):
+        out.append(f'<line x1="{sx(e):.1f}" y1="{top}" x2="{sx(e):.1f}" y2="{top + ph}" stroke="#eee"/>')
+        out.append(f'<text x="{sx(e):.1f}" y="{top + ph + 16}" text-anchor="middle">1e{e}</text>')
+    for e in range(y0, y1 + 1):
+        out.append(f'<line x1="{left}" y1="{sy(e):.1f}" x2="{left + pw}" y2="{sy(e):.1f}" stroke="#eee"/>')
+        out.append(f'<text x="{left - 6}" y="{sy(e) + 4:.1f}" text-anchor="end">1e{e}</text>')
+    out.append(f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#444"/>')
+    out.append(f'<text x="{left + pw / 2}" y="{height - 10}" text-anchor="middle">{escape(xlabel)} (log)</text>')
+    out.append(f'<text x="16" y="{top + ph / 2}" text-anchor="middle" transform="rotate(-90 16 {top + ph / 2})">'
+               f'{escape(ylabel)} (log)</text>')
+    for (lab, _, _), a, b in zip(pts, lx, ly):
+        out.append(f'<circle cx="{sx(a):.1f}" cy="{sy(b):.1f}" r="3.5" fill="#1f77b4"/>')
+        out.append(f'<text x="{sx(a) + 5:.1f}" y="{sy(b) - 4:.1f}">{escape(lab)}</text>')
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+def write_atomic(path, text):
+    tmp = Path(f"{path}.tmp.{os.getpid()}")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", default=str(REPO / "data" / "kvlab-ref-18m"))
+    ap.add_argument("--cli", default=str(REPO / "build" / "experiments" / "kvlab"))
+    ap.add_argument("--corpus", default=str(REPO.parent / "shared" / "corpus" / "gutenberg-en.tar.xz"),
+                    help="the book corpus, for the VQ codebook's training text ('' : no VQ method)")
+    ap.add_argument("--vq-book", default="classics__alice_in_wonderland", help="a training book of the model")
+    ap.add_argument("--vq-spec", default="CQ-4c8b")
+    ap.add_argument("--windows", type=int, default=10)
+    ap.add_argument("--tokens", type=int, default=2048)
+    ap.add_argument("--layer-windows", type=int, default=2)
+    ap.add_argument("--layer-methods", default="kivi-2,kitty,kitty-pro,mxfp4")
+    ap.add_argument("--methods", default=",".join(METHODS))
+    ap.add_argument("--out-dir", required=True)
+    a = ap.parse_args()
+    out = Path(a.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    t_start = time.time()
+    tok = transformers.AutoTokenizer.from_pretrained(a.model)
+    model = transformers.AutoModelForCausalLM.from_pretrained(a.model, dtype=torch.float32).eval()
+    info = json.loads((Path(a.model) / "train_info.json").read_text())
+    methods = method_list(a.methods)
+    with tempfile.TemporaryDirectory(prefix="kvlab_study_") as tmp:
+        work = Path(tmp)
+        if a.corpus:
+            if a.vq_book not in info["split"]["train"]:
+                sys.exit(f"--vq-book {a.vq_book}: not a training book of {a.model} (train_info.json split.train)")
+            t = time.time()
+            vq = train_codebook(a.cli, a.model, tok, a.corpus, a.vq_book, a.tokens, a.vq_spec, work, out)
+            methods.append(vq)
+            print(f"codebook {a.vq_spec} on {a.tokens} tokens of {a.vq_book}: {time.time() - t:.0f} s", file=sys.stderr)
+        body = tok((Path(a.model) / "heldout.txt").read_text())["input_ids"][1:]
+        per = a.tokens - 1
+        n_win = min(a.windows, len(body) // per)
+        if n_win < a.windows:
+            print(f"heldout.txt holds {len(body)} tokens: {n_win} windows of {a.tokens}, not {a.windows}",
+                  file=sys.stderr)
+        label = {m: (f"vq {a.vq_spec}" if m.startswith("vq:") else m) for m in methods}
+        rows, layer_rows = [], []
+        layer_methods = method_list(a.layer_methods)
+        for w in range(n_win):
+            t = time.time()
+            ids = [tok.bos_token_id] + body[w * per:(w + 1) * per]
+            d = dump(a.cli, a.model, ids, work / f"w{w}.h5")
+            ev = {r["spec"]: r for r in kvlab.evaluate(str(d), methods=methods)["methods"]}
+            t_tensor = time.time() - t
+            x = torch.tensor([ids])
+            with torch.no_grad(), kvlab.hf.apply_method(model, "fp16"):  # kvlab ppl's reference
+                ref = model(x).logits
+            for s in kvlab.hf.score(model, x, methods, reference=ref):
+                e = ev[s["spec"]] if s["spec"] in ev else ev[kvlab.Method(s["spec"]).spec]
+                rows.append({"window": w, "method": label[s["name"]], "spec": s["spec"],
+                             "bits_per_element": s["bits_per_element"], **{k: s[k] for k in
+                             ("ppl", "ref_ppl", "delta_ppl", "kl_mean", "kl_max", "top1_agreement")},
+                             **{k: e[k] for k in TENSOR}})
+            if w < a.layer_windows:
+                for m in layer_methods:
+                    e = ev[kvlab.Method(m).spec]
+                    for lay in e["layers"]:
+                        s = kvlab.hf.score(model, x, [m], layers=[lay["layer"]], reference=ref)[0]
+                        layer_rows.append({"window": w, "method": m, "layer": lay["layer"],
+                                           "delta_ppl": s["delta_ppl"], "kl_mean": s["kl_mean"],
+                                           **{k: lay[k] for k in TENSOR}})
+            print(f"window {w + 1}/{n_win}: tensor {t_tensor:.0f} s, all {time.time() - t:.0f} s", file=sys.stderr)
+
+    def mean_by(rs, keys, fields):
+        groups = {}
+        for r in rs:
+            groups.setdefault(tuple(r[k] for k in keys), []).append(r)
+        return [{**dict(zip(keys, g)), **{f: float(np.mean([r[f] for r in v])) for f in fields}}
+                for g, v in groups.items()]
+
+    fields = ["bits_per_element", "ppl", "ref_ppl", "delta_ppl", "kl_mean", "kl_max", "top1_agreement"] + TENSOR
+    per_method = mean_by(rows, ["method", "spec"], fields)
+    per_layer = mean_by(layer_rows, ["method", "layer"], MODEL + TENSOR) if layer_rows else []
+    corr = {"across_methods": {t: {m: spearman([r[t] for r in per_method], [r[m] for r in per_method])
+                                   for m in MODEL} for t in TENSOR}}
+    if per_layer:
+        corr["across_layers"] = {t: {m: spearman([r[t] for r in per_layer], [r[m] for r in per_layer])
+                                     for m in MODEL} for t in TENSOR}
+        corr["within_method_across_layers"] = {
+            meth: {t: {m: spearman([r[t] for r in per_layer if r["method"] == meth],
+                                   [r[m] for r in per_layer if r["method"] == meth]) for m in MODEL}
+                   for t in TENSOR} for meth in layer_methods}
+    wall = time.time() - t_start
+    result = {"model": a.model, "windows": n_win, "tokens": a.tokens, "layer_windows": min(a.layer_windows, n_win),
+              "methods": per_method, "layers": per_layer, "spearman": corr, "per_window": rows,
+              "per_window_layers": layer_rows, "wall_s": wall, "command": " ".join(sys.argv),
+              "torch_threads": torch.get_num_threads()}
+    write_atomic(out / "study.json", json.dumps(result, indent=1) + "\n")
+    for name, rs in (("study_methods.csv", per_method), ("study_layers.csv", per_layer)):
+        if rs:
+            tmp = out / f"{name}.tmp.{os.getpid()}"
+            with open(tmp, "w", newline="") as f:
+                wr = csv.DictWriter(f, fieldnames=list(rs[0]))
+                wr.writeheader()
+                wr.writerows(rs)
+            tmp.replace(out / name)
+    write_atomic(out / "study_scatter.svg", scatter(
+        [(r["method"], r["attn_output_rel_err"], r["kl_mean"]) for r in per_method],
+        "attention output relative error (kvlab eval)", "logit KL, mean (kvlab.hf)",
+        f"reference model, {n_win} x {a.tokens} held-out tokens: tensor vs model level"))
+    print(f"{'method':<34} {'bits':>6} {'dPPL':>9} {'KL':>9} {'top1':>6} {'scoreMSE':>9} {'outErr':>8} {'attnKL':>8}")
+    for r in sorted(per_method, key=lambda r: r["kl_mean"]):
+        print(f"{r['method']:<34} {r['bits_per_element']:6.3f} {r['delta_ppl']:9.4f} {r['kl_mean']:9.2e} "
+              f"{r['top1_agreement']:6.3f} {r['attn_score_mse']:9.2e} {r['attn_output_rel_err']:8.4f} {r['kl']:8.2e}")
+    print(json.dumps(corr, indent=1))
+    print(f"wall {wall:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
