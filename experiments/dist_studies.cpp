@@ -4,23 +4,19 @@
 #include "dist_studies.h"
 
 #include <chrono>
-#include <ctime>
 #include <stdexcept>
 
 #include "kvlab/dist.h"
 #include "kvlab/threads.h"
+#include "kvlab/timing.h"
 #include "kvlab/wire.h"
 
 namespace kvlab::cli {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-double process_cpu() {
-  timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+using timing::Clock;
+using timing::process_cpu;
+using timing::since;
 
 void expect_unit(int64_t got, int64_t want, int r, const char* study) {
   if (got != want)

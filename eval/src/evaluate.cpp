@@ -3,7 +3,6 @@
 
 #include <chrono>
 #include <cstring>
-#include <ctime>
 #include <exception>
 #include <future>
 #include <stdexcept>
@@ -11,18 +10,15 @@
 #include "group.h"
 #include "head_cache.h"
 #include "kvlab/threads.h"
+#include "kvlab/timing.h"
 
 namespace kvlab {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-double process_cpu() {
-  timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+using timing::Clock;
+using timing::process_cpu;
+using timing::since;
 
 void check_shape(const EvalShape& s) {
   auto fail = [](const std::string& why) { throw std::invalid_argument("eval: " + why); };
