@@ -1,6 +1,6 @@
 // kvlab boost-sweep [DUMP] [--method kitty] [--rates 0,0.0625,0.125,0.25,0.5,1]
 //                   [--selectors magnitude,random,variance,oracle] [--seeds 5] [--calib-tokens N]
-//                   [--queries last:N] [--layers a-b] [--threads N] [--device cpu|cuda] --out SWEEP.csv
+//                   [--queries last:N] [--layers a-b] [--threads N] [--device cpu|cuda [--share-gpu]] --out SWEEP.csv
 // Kitty at each boost rate with each channel selector (kvlab/boost_sweep.h). Writes SWEEP.csv
 // (one row per selector, rate and seed), SWEEP_summary.csv (mean and spread over seeds),
 // SWEEP_score_mse.svg and SWEEP_output_err.svg.
@@ -26,7 +26,8 @@ using calib::csv_number;
 
 struct SweepArgs {
   std::string dump, method = "kitty", rates = "0,0.0625,0.125,0.25,0.5,1",
-                    selectors = "magnitude,random,variance,oracle", queries, layers, out, device = "cpu";
+                    selectors = "magnitude,random,variance,oracle", queries, layers, out;
+  DeviceArgs device;
   int seeds = 5, threads = 0;
   int64_t calib_tokens = 0, calib_queries = 256;
   bool quiet = false;
@@ -119,6 +120,7 @@ void run(const SweepArgs& a) {
   check_outputs_not_inputs(outputs, dump_inputs(path));
   const StudyDevice device = open_study_device(a.device);
   o.backend = device.backend;
+  o.codec = device.codec;
   const auto reader = open_dump_source(path);
   const dist::World& w = dist::world();
   if (w.size > 1) o.progress = nullptr;  // ranks run units, not layers

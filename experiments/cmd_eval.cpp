@@ -1,5 +1,5 @@
 // kvlab eval [DUMP] [--methods m1,m2,...] [--queries all|last:N|stride:N] [--layers a-b]
-//            [--format table|csv|json] [--out FILE] [--quiet] [--threads N] [--device cpu|cuda]
+//            [--format table|csv|json] [--out FILE] [--quiet] [--threads N] [--device cpu|cuda [--share-gpu] [--methods-on cpu|cuda]]
 //            [--cache-dir DIR]
 // Offline error evaluation of KV-cache methods on a dump (kvlab/evaluate.h). DUMP is a file
 // open_dump reads, or `synthetic:PRESET[:tokens=N,layers=N,seed=N]` to generate one in memory;
@@ -30,7 +30,8 @@ namespace kvlab::cli {
 namespace {
 
 struct EvalArgs {
-  std::string dump, queries = "all", layers, format = "table", out, device = "cpu", cache_dir;
+  std::string dump, queries = "all", layers, format = "table", out, cache_dir;
+  DeviceArgs device;
   std::vector<std::string> methods;
   int threads = 0;
   int64_t query_tile = 64, key_tile = 256;
@@ -57,6 +58,7 @@ void run(const EvalArgs& a) {
   const StudyDevice device = open_study_device(a.device);
   opt.backend = device.backend;
   opt.prefetch = (bool)device.backend;
+  opt.codec = device.codec;
   for (const std::string& m : opt.methods) parse_method(m);
   ReferenceDumpOptions ref;
   ref.cache_dir = a.cache_dir;

@@ -1,5 +1,5 @@
 // kvlab sensitivity [DUMP] [--bits 2] [--group 128] [--sink 32] [--queries all|last:N|stride:N]
-//                   [--layers a-b] [--threads N] [--naive] --out SENS.csv
+//                   [--layers a-b] [--threads N] [--naive] [--device cpu|cuda [--share-gpu]] --out SENS.csv
 // Per (layer, KV head, query head, key channel): the attention-score MSE when only that channel
 // is quantized (kvlab/sensitivity.h). Writes SENS.csv, SENS_ranking.csv (Spearman of magnitude
 // against sensitivity, top-k recall per layer and KV head) and SENS_heatmap.svg.
@@ -15,6 +15,7 @@
 #include "kvlab/dist.h"
 #include "kvlab/sensitivity.h"
 #include "kvlab/svg_plot.h"
+#include "study_device.h"
 
 namespace kvlab::cli {
 namespace {
@@ -25,6 +26,7 @@ struct SensArgs {
   std::string dump, queries = "all", layers, out, params = "fp16";
   int bits = 2, group = 128, sink = 32, threads = 0;
   bool naive = false, quiet = false;
+  DeviceArgs device;
 };
 
 std::string rows_csv(const SensitivityResult& r) {
@@ -83,6 +85,12 @@ void run(const SensArgs& a) {
   o.queries = parse_queries(a.queries);
   if (!a.layers.empty()) o.layers = parse_layers(a.layers);
   if (!a.quiet) o.progress = calib::progress("sensitivity");
+  if (a.naive && a.device.device == "cuda")
+    throw std::invalid_argument("--naive runs on the CPU only (it is the reference of --device cuda)");
+  // The GPU of this process's local rank computes each KV head's sums; the CPU finishes them.
+  const StudyDevice device = open_study_device(a.device);
+  o.backend = device.sensitivity;
+  o.codec = device.codec;
   const std::string path = a.dump.empty() ? default_dump_path() : a.dump;
   check_outputs_not_inputs({{"--out", a.out},
                             {"--out", calib::sibling(a.out, "_ranking.csv")},
@@ -95,6 +103,7 @@ void run(const SensArgs& a) {
       w.size > 1 ? sensitivity_ranks(*reader, calib::shape_of(reader->info()), o)
                  : channel_sensitivity(calib::shape_of(reader->info()), calib::loader(*reader, false), o);
   if (!w.root()) return;  // only rank 0 writes
+  if (device.summary && !a.quiet) std::fprintf(stderr, "sensitivity: %s\n", device.summary().c_str());
   write_file_atomically(a.out, rows_csv(r));
   write_file_atomically(calib::sibling(a.out, "_ranking.csv"), ranking_csv(r));
   write_file_atomically(calib::sibling(a.out, "_heatmap.svg"), heatmap(r, calib::base_name(reader->path())));
@@ -143,6 +152,7 @@ static void add_sensitivity(CLI::App& app) {
   add_layers_option(c, a->layers);
   add_threads_option(c, a->threads);
   c->add_flag("--naive", a->naive, "recompute every logit per channel (the reference; about D times slower)");
+  add_device_option(c, a->device);
   add_out_option(c, a->out, "SENS.csv; SENS_ranking.csv and SENS_heatmap.svg go next to it")->required();
   add_quiet_flag(c, a->quiet);
   c->callback([a] { run(*a); });

@@ -199,7 +199,9 @@ std::vector<std::vector<AttnStats>> sweep_heads(const SweepPlan& plan, const Lay
       const Method& mr = *plan.at_rate[i];
       const SweepRow& row = res.rows[i];
       if (row.selector == Selector::Magnitude) {  // core's own ranking: the paper's method, byte for byte
-        caches.push_back(mr.apply(x.k.view(), x.v.view()));
+        HeadContext at;
+        at.codec = o.codec.get();
+        caches.push_back(mr.apply(x.k.view(), x.v.view(), at));
       } else {
         const std::vector<int32_t> ch =
             select_boost_channels(row.selector, range, m.group, row.boost_k, (uint64_t)row.seed,

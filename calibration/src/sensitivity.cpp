@@ -78,8 +78,11 @@ void layer_sensitivity(int64_t layer, const Tensor& q, const Tensor& k, const st
   part.shape = {Hkv, n, D};
   part.data.resize(Hkv * n * D);
   for (int64_t g = 0; g < Hkv; ++g) std::copy_n(&k.data[(g * T + kb) * D], n * D, &part.data[g * n * D]);
-  const std::vector<float> khat = dequantize(quantize(part.view(), channel_quantizer(o)));
+  std::vector<float> khat;
+  if (!o.codec || !o.codec->uniform(part.view(), channel_quantizer(o), khat))
+    khat = dequantize(quantize(part.view(), channel_quantizer(o)));
   std::vector<double> kd(k.data.begin(), k.data.end()), delta(Hkv * D * n), absmax(Hkv * D, 0.0);
+#pragma omp parallel for num_threads(resolve_threads(o.threads))
   for (int64_t g = 0; g < Hkv; ++g)
     for (int64_t j = 0; j < n; ++j)
       for (int64_t c = 0; c < D; ++c) {
@@ -88,6 +91,27 @@ void layer_sensitivity(int64_t layer, const Tensor& q, const Tensor& k, const st
         absmax[g * D + c] = std::max(absmax[g * D + c], std::abs(d));
       }
   const int64_t tiles = ((int64_t)positions.size() + kQueryTile - 1) / kQueryTile;
+  const int64_t nq = (int64_t)positions.size();
+  // A device computes each KV head's sums (abc[g]: rows h * nq + i of its query heads).
+  const bool device = o.backend && !o.naive;
+  std::vector<std::vector<double>> abc(device ? Hkv : 0), s0(device ? Hkv : 0);
+  for (int64_t g = 0; device && g < Hkv; ++g) {
+    SensitivityUnit u;
+    u.q = &q.data[g * group * T * D];
+    u.heads = group;
+    u.T = T;
+    u.D = D;
+    u.k = &kd[g * T * D];
+    u.delta = &delta[g * D * n];
+    u.delta_absmax = &absmax[g * D];
+    u.kb = kb;
+    u.n = n;
+    u.positions = positions.data();
+    u.count = nq;
+    o.backend(u, abc[g], s0[g]);
+    if ((int64_t)abc[g].size() != group * nq * D * 3 || (int64_t)s0[g].size() != group * nq)
+      throw std::logic_error("sensitivity: the device returned sums of the wrong size");
+  }
   std::vector<double> partial(Hq * tiles * D, 0.0);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(resolve_threads(o.threads))
   for (int64_t w = 0; w < Hq * tiles; ++w) {
@@ -103,7 +127,10 @@ void layer_sensitivity(int64_t layer, const Tensor& q, const Tensor& k, const st
     t.n = n;
     t.positions = positions.data() + tile * kQueryTile;
     t.count = std::min<int64_t>(kQueryTile, (int64_t)positions.size() - tile * kQueryTile);
-    if (o.naive)
+    if (device) {
+      const int64_t row = (h % group) * nq + tile * kQueryTile;
+      detail::tile_sensitivity_from_sums(t, &abc[g][row * D * 3], &s0[g][row], &partial[w * D]);
+    } else if (o.naive)
       detail::tile_sensitivity_naive(t, &partial[w * D]);
     else
       detail::tile_sensitivity_fast(t, &partial[w * D]);

@@ -119,6 +119,15 @@ double sq_err_direct(const double* p2, int64_t len, int64_t kb, const double* dl
   }
   return s;
 }
+// One (query, channel)'s sum of squared score errors from its sums; `direct` computes it term by
+// term when the expanded form cancels (nearly one-hot attention on a quantized key: rare).
+template <class Direct>
+double finish(double A, double B, double C, double s0, Direct direct) {
+  const double r = 1.0 + A;
+  double num = C - 2.0 * A * B + A * A * s0;
+  if (num < 1e-6 * C) num = direct();
+  return num / (r * r);
+}
 }  // namespace
 
 void tile_sensitivity_fast(const HeadTask& t, double* sq_err) {
@@ -157,10 +166,48 @@ void tile_sensitivity_fast(const HeadTask& t, double* sq_err) {
         sq_err[c] += sq_err_shifted(logits.row(i).data(), p.data(), len, t.kb, dl, jn, a);
         continue;
       }
-      const double r = 1.0 + A;
-      double num = C - 2.0 * A * B + A * A * s0;
-      if (num < 1e-6 * C) num = sq_err_direct(p2.data(), len, t.kb, dl, jn, a, A);  // cancelled: rare
-      sq_err[c] += num / (r * r);
+      sq_err[c] += finish(A, B, C, s0, [&] { return sq_err_direct(p2.data(), len, t.kb, dl, jn, a, A); });
+    }
+  }
+}
+
+void tile_sensitivity_from_sums(const HeadTask& t, const double* abc, const double* s0, double* sq_err) {
+  if (t.count == 0) return;
+  const double s = 1.0 / std::sqrt((double)t.D);
+  std::vector<double> logits, p, p2;
+  for (int64_t i = 0; i < t.count; ++i) {
+    const int64_t pos = t.positions[i], len = pos + 1;
+    const int64_t jn = std::clamp<int64_t>(len - t.kb, 0, t.n);
+    if (jn == 0) continue;
+    const float* q = t.q + pos * t.D;
+    bool have_row = false;
+    auto row = [&] {  // this query's logits and softmax, for the fallbacks only
+      if (have_row) return;
+      have_row = true;
+      logits.assign(len, 0.0);
+      p.resize(len);
+      p2.resize(len);
+      for (int64_t j = 0; j < len; ++j) {
+        double x = 0;
+        for (int64_t c = 0; c < t.D; ++c) x += ((double)q[c] * s) * t.k[j * t.D + c];
+        logits[j] = x;
+      }
+      softmax(logits.data(), len, p.data());
+      for (int64_t j = 0; j < len; ++j) p2[j] = p[j] * p[j];
+    };
+    for (int64_t c = 0; c < t.D; ++c) {
+      const double a = (double)q[c] * s;  // as scaled_queries
+      const double* dl = t.delta + c * t.n;
+      if (std::abs(a) * t.delta_absmax[c] > 300) {
+        row();
+        sq_err[c] += sq_err_shifted(logits.data(), p.data(), len, t.kb, dl, jn, a);
+        continue;
+      }
+      const double* x = abc + (i * t.D + c) * 3;
+      sq_err[c] += finish(x[0], x[1], x[2], s0[i], [&] {
+        row();
+        return sq_err_direct(p2.data(), len, t.kb, dl, jn, a, x[0]);
+      });
     }
   }
 }

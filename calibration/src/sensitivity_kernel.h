@@ -27,4 +27,9 @@ struct HeadTask {
 void tile_sensitivity_fast(const HeadTask& t, double* sq_err);
 void tile_sensitivity_naive(const HeadTask& t, double* sq_err);
 
+// The fast path from sums a device computed: abc (count, D, 3) holds A, B, C of each query and
+// channel, s0 (count) S0 of each query. The same finish as tile_sensitivity_fast, its fallbacks
+// (shifts beyond 300, cancellation) recomputed here from the query's logits.
+void tile_sensitivity_from_sums(const HeadTask& t, const double* abc, const double* s0, double* sq_err);
+
 }  // namespace kvlab::detail

@@ -126,9 +126,10 @@ LayerQKV load_layer(const LayerLoader& load, int64_t layer, const EvalShape& sha
 // then); an exception is rethrown after the loop, the first method's first.
 std::vector<detail::HeadCache> apply_head(std::vector<MethodEval>& methods, const std::vector<int>& which,
                                           int64_t li, int64_t layer, int64_t g, const float* k,
-                                          const float* v, const float* k_pre_rope, const EvalShape& shape) {
+                                          const float* v, const float* k_pre_rope, const EvalShape& shape,
+                                          const Codec* codec) {
   const int64_t T = shape.tokens, D = shape.head_dim;
-  HeadContext at{layer, g, {}, shape.rope_style, shape.rope_theta};
+  HeadContext at{layer, g, {}, shape.rope_style, shape.rope_theta, codec};
   if (k_pre_rope) at.k_pre_rope = {k_pre_rope, DType::F32, {1, T, D}};
   const int M = which.size();
   // Dumps captured in fp16 hold fp16 values: methods then read fp16 views (the same values,
@@ -217,7 +218,7 @@ void run_head(EvalResult& r, const std::vector<int>& which, int64_t layer, int64
   std::vector<detail::HeadCache> caches;
   {
     PhaseTimer t(r.times.quantize, r.times.quantize_cpu);
-    caches = apply_head(r.methods, which, li, layer, g, k, v, k_pre_rope, r.shape);
+    caches = apply_head(r.methods, which, li, layer, g, k, v, k_pre_rope, r.shape, opt.codec.get());
   }
   PhaseTimer t(r.times.attention, r.times.attention_cpu);
   score_head(r.methods, which, caches, li, g, q, k, v, r.shape, pos, opt.tiles, opt.backend, &r.times.cpu);

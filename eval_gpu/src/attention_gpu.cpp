@@ -13,60 +13,18 @@
 #include <string>
 #include <vector>
 
+#include "cuda_util.h"
 #include "unit_kernels.h"
 
 namespace kvlab {
 
 namespace {
 
+using gpu_eval::check;
+using gpu_eval::DeviceArray;
+using gpu_eval::dgemm;
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess)
-    throw std::runtime_error(std::string("--device cuda: ") + what + ": " + cudaGetErrorString(e));
-}
-void check(cublasStatus_t e, const char* what) {
-  if (e != CUBLAS_STATUS_SUCCESS)
-    throw std::runtime_error(std::string("--device cuda: ") + what + ": cuBLAS status " +
-                             std::to_string((int)e));
-}
-
-// A device array that only grows.
-template <class T>
-class DeviceArray {
- public:
-  DeviceArray() = default;
-  DeviceArray(const DeviceArray&) = delete;
-  ~DeviceArray() { cudaFree(p_); }
-  T* get(size_t n, const char* what) {
-    if (n > n_) {
-      cudaFree(p_);
-      p_ = nullptr;
-      n_ = 0;
-      if (cudaMalloc(&p_, n * sizeof(T)) != cudaSuccess) {
-        cudaGetLastError();
-        throw std::runtime_error("--device cuda: cannot allocate " + std::to_string(n * sizeof(T) >> 20) +
-                                 " MiB of device memory for " + what);
-      }
-      n_ = n;
-    }
-    return p_;
-  }
-
- private:
-  T* p_ = nullptr;
-  size_t n_ = 0;
-};
-
-// Column-major C (m x n, ldc) = op(A) B with cuBLAS's fp64 GEMM.
-void dgemm(cublasHandle_t h, cublasOperation_t ta, int64_t m, int64_t n, int64_t k, const double* A,
-           int64_t lda, const double* B, int64_t ldb, double* C, int64_t ldc) {
-  const double one = 1, zero = 0;
-  check(cublasDgemm(h, ta, CUBLAS_OP_N, (int)m, (int)n, (int)k, &one, A, (int)lda, B, (int)ldb, &zero, C,
-                    (int)ldc),
-        "cublasDgemm");
-}
 
 }  // namespace
 
@@ -91,16 +49,8 @@ struct CudaAttention::Impl {
 
 CudaAttention::CudaAttention(int device, int64_t tile_elems) : impl_(std::make_unique<Impl>()) {
   impl_->tile_elems = tile_elems;
-  int count = 0;
-  const cudaError_t e = cudaGetDeviceCount(&count);
-  if (e != cudaSuccess || count == 0)
-    throw std::runtime_error(std::string("--device cuda: no CUDA device is usable (") +
-                             (e != cudaSuccess ? cudaGetErrorString(e) : "none found") + ")");
-  if (device < 0 || device >= count)
-    throw std::runtime_error("--device cuda: device " + std::to_string(device) + " does not exist (" +
-                             std::to_string(count) + " found)");
+  gpu_eval::open_device(device);
   impl_->device = device;
-  check(cudaSetDevice(device), "cudaSetDevice");
   check(cudaStreamCreateWithFlags(&impl_->stream, cudaStreamNonBlocking), "cudaStreamCreate");
   check(cublasCreate(&impl_->blas), "cublasCreate");
   check(cublasSetStream(impl_->blas, impl_->stream), "cublasSetStream");
@@ -227,7 +177,21 @@ AttentionBackend cuda_backend(std::shared_ptr<CudaAttention> gpu) {
   return [gpu](const AttentionUnit& u, AttentionUnitResult& r, AttentionTimes*) { gpu->run(u, r); };
 }
 
-int cuda_device_for_this_rank() {
+namespace gpu_eval {
+void open_device(int device) {
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess || count == 0)
+    throw std::runtime_error(std::string("--device cuda: no CUDA device is usable (") +
+                             (e != cudaSuccess ? cudaGetErrorString(e) : "none found") + ")");
+  if (device < 0 || device >= count)
+    throw std::runtime_error("--device cuda: device " + std::to_string(device) + " does not exist (" +
+                             std::to_string(count) + " found)");
+  check(cudaSetDevice(device), "cudaSetDevice");
+}
+}  // namespace gpu_eval
+
+int cuda_device_for_this_rank(bool share) {
   int rank = 0;
   const char* var = nullptr;
   for (const char* name : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID"})
@@ -243,10 +207,14 @@ int cuda_device_for_this_rank() {
   if (e != cudaSuccess || count == 0)
     throw std::runtime_error(std::string("--device cuda: no CUDA device is usable on host ") + host + " (" +
                              (e != cudaSuccess ? cudaGetErrorString(e) : "none found") + ")");
+  if (rank < 0)
+    throw std::runtime_error(std::string("--device cuda: ") + var + " is " + std::to_string(rank) + " on host " +
+                             host + "; expected a local rank >= 0");
+  if (rank >= count && share) return rank % count;
   if (rank >= count)
     throw std::runtime_error("--device cuda: local rank " + std::to_string(rank) + " (" + var + ") on host " +
                              host + " has no GPU of its own: " + std::to_string(count) +
-                             " GPUs for more ranks on this node");
+                             " GPUs for more ranks on this node (--share-gpu lets ranks share them)");
   return rank;
 }
 

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <memory>
 #include <vector>
 
 #include "kvlab/boost_selection.h"
@@ -35,6 +36,7 @@ struct SweepOptions {
   int threads = 0;  // OpenMP threads; 0: the OpenMP default
   std::function<void(const EvalProgress&)> progress;
   AttentionBackend backend;  // computes the attention units (evaluate.h); empty: the CPU kernel
+  std::shared_ptr<const Codec> codec;  // applies the magnitude rows' methods (kvlab/codec.h); null: core
 };
 
 // One (selector, rate, seed) over all evaluated layers and query heads.

@@ -11,6 +11,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "kvlab/evaluate.h"
@@ -18,6 +19,26 @@
 #include "kvlab/spec.h"
 
 namespace kvlab {
+
+// One KV head's sensitivity work for a device (SensitivityOptions::backend): the fast path's
+// sums (calibration/src/sensitivity_kernel.h), which the CPU then finishes as its own, fallbacks
+// included. Rows are query heads then queries: row r = h * count + i.
+struct SensitivityUnit {
+  const float* q = nullptr;  // (heads, T, D) the KV head's query heads, unscaled
+  int64_t heads = 0, T = 0, D = 0;
+  const double* k = nullptr;             // (T, D) the KV head's keys
+  const double* delta = nullptr;         // (D, n) k_hat - k over keys [kb, kb + n), channel-major
+  const double* delta_absmax = nullptr;  // (D) max |delta| per channel
+  int64_t kb = 0, n = 0;
+  const int64_t* positions = nullptr;  // selected query positions, ascending
+  int64_t count = 0;
+};
+
+// Fills abc (heads * count, D, 3) with A, B, C per row and channel, the expm1 polynomial chosen
+// per (query, channel) as the CPU chooses it, and s0 (heads * count) with sum_j P_j^2 over the
+// row's keys; accumulated in fp64. Results within docs/EVAL_JSON.md ("Devices") of the CPU's.
+using SensitivityBackend =
+    std::function<void(const SensitivityUnit&, std::vector<double>& abc, std::vector<double>& s0)>;
 
 struct SensitivityOptions {
   int bits = 2;                                       // code bits of the quantized channel
@@ -29,6 +50,8 @@ struct SensitivityOptions {
   LayerRange layers;                                  // layers (default all)
   int threads = 0;                                    // OpenMP threads; 0: the OpenMP default
   bool naive = false;                                 // recompute every logit (the reference; D times slower)
+  SensitivityBackend backend;                         // the fast path's sums on a device; empty: the CPU
+  std::shared_ptr<const Codec> codec;                 // quantizes the keys (kvlab/codec.h); null: core
   std::function<void(const EvalProgress&)> progress;  // after each layer
 };
 

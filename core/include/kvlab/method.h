@@ -37,6 +37,8 @@ struct Reconstruction {
   Tensor k, v;
 };
 
+class Codec;
+
 // Which KV head is being rebuilt: codebook methods pick their tables by it. Methods that
 // quantize keys before RoPE (needs_k_pre_rope) also get this head's pre-RoPE keys (1, T, D) and
 // the RoPE that turns them into k; the others ignore those fields.
@@ -45,6 +47,7 @@ struct HeadContext {
   TensorView k_pre_rope{};  // data null: the caller has none
   RopeStyle rope_style = RopeStyle::None;
   float rope_theta = 10000.0f;
+  const Codec* codec = nullptr;  // where quantize -> dequantize runs (kvlab/codec.h); null: core
 };
 
 // The model a method will serve; a method trained for another model (a codebook file) refuses it.

@@ -29,9 +29,9 @@ class Fp4 final : public Method {
                                   "the head, which a decoding cache does not have yet; use fp4:fmt=mx");
     return every_token(n);
   }
-  Reconstruction apply(const TensorView& k, const TensorView& v, const HeadContext&) const override {
+  Reconstruction apply(const TensorView& k, const TensorView& v, const HeadContext& at) const override {
     check_inputs(k, v);
-    return {float_roundtrip(k, {f_}, {}), float_roundtrip(v, {f_}, {})};
+    return {float_roundtrip(k, {f_}, {}, at.codec), float_roundtrip(v, {f_}, {}, at.codec)};
   }
 
  private:

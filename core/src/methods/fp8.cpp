@@ -87,17 +87,17 @@ class Fp8 final : public Method {
     return n > p_.calib_tokens ? every_token(n) : Schedule{};
   }
   int64_t decode_apply_tokens(int64_t n) const override { return n > p_.calib_tokens ? n : 0; }
-  Reconstruction apply(const TensorView& k, const TensorView& v, const HeadContext&) const override {
+  Reconstruction apply(const TensorView& k, const TensorView& v, const HeadContext& at) const override {
     check_inputs(k, v);
-    return {role(k, p_.k), role(v, p_.v)};
+    return {role(k, p_.k, at.codec), role(v, p_.v, at.codec)};
   }
 
  private:
   int64_t calib_end(int64_t T) const { return p_.calib_tokens ? p_.calib_tokens : T / 2; }
 
-  Tensor role(const TensorView& x, FloatFormat f) const {
+  Tensor role(const TensorView& x, FloatFormat f, const Codec* codec) const {
     const FloatSpec s{f, p_.scale};
-    if (p_.calib.dynamic) return float_roundtrip(x, s, {});
+    if (p_.calib.dynamic) return float_roundtrip(x, s, {}, codec);
     const int64_t T = x.shape[x.shape.size() - 2], D = x.shape.back(), N = x.numel() / (T * D),
                   c = calib_end(T);
     if (c < 1 || c >= T)
@@ -109,7 +109,7 @@ class Fp8 final : public Method {
     head.shape[head.shape.size() - 2] = c;
     head.data.resize(N * c * D);
     for (int64_t n = 0; n < N; ++n) load(x, n * T * D, c * D, &head.data[n * c * D]);
-    return float_roundtrip(x, s, float_scales(head.view(), s, {p_.calib.percentile}));
+    return float_roundtrip(x, s, float_scales(head.view(), s, {p_.calib.percentile}), codec);
   }
 
   Fp8Params p_;

@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "../tiles.h"
+#include "kvlab/codec.h"
 #include "kvlab/half.h"
 #include "kvlab/kv_text.h"
 #include "kvlab/quantizer.h"
@@ -44,7 +45,10 @@ double role_bits(const QuantizerSpec& q, int64_t n, int64_t T, int64_t D) {
   return (quantized + (T - n) * (16.0 * D)) / (double)(T * D);
 }
 
-Tensor float_roundtrip(const TensorView& x, const FloatSpec& s, const std::vector<float>& scales) {
+Tensor float_roundtrip(const TensorView& x, const FloatSpec& s, const std::vector<float>& scales,
+                       const Codec* codec) {
+  Tensor out{x.shape, {}};
+  if (codec && codec->floating(x, s, scales, out.data)) return out;
   const FloatQuantized q = scales.empty() ? quantize_float(x, s) : quantize_float(x, s, scales);
   return {x.shape, dequantize_float(q)};
 }
@@ -207,7 +211,7 @@ namespace {
 // the range is rotated along D before quantizing (the codes are the rotated tensor's) and the
 // dequantized values are rotated back.
 void replace_range(const TensorView& x, int64_t b, int64_t e, const QuantizerSpec& spec, Tensor& out,
-                   const std::vector<int32_t>* boost, int rot_seed) {
+                   const std::vector<int32_t>* boost, int rot_seed, const Codec* codec) {
   if (e <= b) {
     if (boost && !boost->empty())
       throw std::invalid_argument("method apply: key boost channels were given but no key page is quantized");
@@ -222,8 +226,9 @@ void replace_range(const TensorView& x, int64_t b, int64_t e, const QuantizerSpe
   // fp16 input converts to fp32 exactly, so every profile sees the values it was given
   for (int64_t n = 0; n < N; ++n) load(x, (n * T + b) * D, len, &part.data[n * len]);
   if (rot_seed >= 0) hadamard_rows(part.data.data(), N * (e - b), D, (uint64_t)rot_seed, false);
-  std::vector<float> deq =
-      dequantize(boost ? quantize(part.view(), spec, *boost) : quantize(part.view(), spec));
+  std::vector<float> deq;
+  if (boost || !codec || !codec->uniform(part.view(), spec, deq))
+    deq = dequantize(boost ? quantize(part.view(), spec, *boost) : quantize(part.view(), spec));
   if (rot_seed >= 0) hadamard_rows(deq.data(), N * (e - b), D, (uint64_t)rot_seed, true);
   for (int64_t n = 0; n < N; ++n) std::copy_n(&deq[n * len], len, &out.data[(n * T + b) * D]);
 }
@@ -231,14 +236,14 @@ void replace_range(const TensorView& x, int64_t b, int64_t e, const QuantizerSpe
 }  // namespace
 
 Reconstruction UniformMethod::apply_with(const TensorView& k, const TensorView& v,
-                                         const std::vector<int32_t>* key_boost) const {
+                                         const std::vector<int32_t>* key_boost, const Codec* codec) const {
   check_inputs(k, v);
   const Schedule s = schedule(k.shape[k.shape.size() - 2]);
   Reconstruction r{full_precision(k), full_precision(v)};
   replace_range(k, s.key_begin, s.key_end, rules_.key(p_), r.k, key_boost,
-                p_.rot_roles & 1 ? p_.rot_seed : -1);
+                p_.rot_roles & 1 ? p_.rot_seed : -1, codec);
   replace_range(v, s.value_begin, s.value_end, rules_.value(p_), r.v, nullptr,
-                p_.rot_roles & 2 ? p_.rot_seed : -1);
+                p_.rot_roles & 2 ? p_.rot_seed : -1, codec);
   return r;
 }
 

@@ -20,7 +20,9 @@ Tensor full_precision(const TensorView& x);
 double role_bits(const QuantizerSpec& q, int64_t n, int64_t T, int64_t D);
 // x through a scaled floating-point format (float_quant.h) and back, as fp32 of x's shape;
 // scales: the format's fp32 scales, or empty for scales from x itself (dynamic).
-Tensor float_roundtrip(const TensorView& x, const FloatSpec& s, const std::vector<float>& scales);
+// codec: where it runs (null: here).
+Tensor float_roundtrip(const TensorView& x, const FloatSpec& s, const std::vector<float>& scales,
+                       const Codec* codec = nullptr);
 
 // Schedules of the uniform families.
 Schedule every_token(int64_t T);
@@ -68,16 +70,17 @@ class UniformMethod final : public Method {
   int64_t decode_apply_tokens(int64_t n) const override {
     return rules_.decode_tokens ? rules_.decode_tokens(p_, n) : n;
   }
-  Reconstruction apply(const TensorView& k, const TensorView& v, const HeadContext&) const override {
-    return apply_with(k, v, nullptr);
+  Reconstruction apply(const TensorView& k, const TensorView& v, const HeadContext& at) const override {
+    return apply_with(k, v, nullptr, at.codec);
   }
   void check_model(const ModelShape& m) const override;  // rot=hadamard: head_dim a power of two
   std::optional<QuantizerSpec> key_quantizer() const override { return rules_.key(p_); }
   std::optional<QuantizerSpec> value_quantizer() const override { return rules_.value(p_); }
   const UniformParams* uniform() const override { return &p_; }
   // key_boost: null for the quantizer's own boost ranking, else the caller's channels.
-  Reconstruction apply_with(const TensorView& k, const TensorView& v,
-                            const std::vector<int32_t>* key_boost) const;
+  // codec: where the round trips run (null, or given boost channels: core).
+  Reconstruction apply_with(const TensorView& k, const TensorView& v, const std::vector<int32_t>* key_boost,
+                            const Codec* codec = nullptr) const;
 
  private:
   std::string family_;

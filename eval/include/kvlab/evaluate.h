@@ -19,6 +19,7 @@
 
 #include "kvlab/attention.h"
 #include "kvlab/attention_unit.h"
+#include "kvlab/codec.h"
 #include "kvlab/method.h"
 #include "kvlab/metrics.h"
 #include "kvlab/selection.h"
@@ -62,6 +63,7 @@ struct EvalOptions {
   AttentionBackend backend;  // computes each KV head's attention unit; empty: the CPU kernel
   bool prefetch = false;     // load layer l + 1 on a second thread while layer l is computed
                              // (two layers in memory; for backends that leave the CPU cores idle)
+  std::shared_ptr<const Codec> codec;  // where methods quantize (kvlab/codec.h); null: core on the CPU
 };
 
 // One layer of one method. key/value: per KV head; attn: per query head (head h uses KV head

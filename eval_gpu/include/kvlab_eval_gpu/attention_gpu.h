@@ -46,7 +46,8 @@ AttentionBackend cuda_backend(std::shared_ptr<CudaAttention> gpu);
 
 // The device of this process: its local rank (OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID,
 // MPI_LOCALRANKID) when launched by MPI or Slurm, else 0. Throws std::runtime_error naming the
-// rank and host when that node has fewer GPUs than ranks, or none.
-int cuda_device_for_this_rank();
+// rank and host when that node has fewer GPUs than ranks (unless `share`: then local rank mod
+// the GPU count, several ranks per GPU), or none.
+int cuda_device_for_this_rank(bool share = false);
 
 }  // namespace kvlab
