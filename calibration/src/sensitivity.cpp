@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <future>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -49,21 +50,22 @@ QuantizerSpec channel_quantizer(const SensitivityOptions& o) {
 }  // namespace
 
 std::vector<ChannelStats> channel_stats(const float* k, int64_t D, int64_t begin, int64_t end) {
-  std::vector<ChannelStats> st(D);
+  // Token-major passes (contiguous rows), each channel's sums still in token order.
+  std::vector<double> sum(D, 0.0), sum_abs(D, 0.0), mx(D, 0.0), mean(D), var(D, 0.0);
   const double n = (double)(end - begin);
-  for (int64_t c = 0; c < D; ++c) {
-    double sum = 0, sum_abs = 0, mx = 0;
-    for (int64_t t = begin; t < end; ++t) {
+  for (int64_t t = begin; t < end; ++t)
+    for (int64_t c = 0; c < D; ++c) {
       const double x = k[t * D + c];
-      sum += x;
-      sum_abs += std::abs(x);
-      mx = std::max(mx, std::abs(x));
+      sum[c] += x;
+      sum_abs[c] += std::abs(x);
+      mx[c] = std::max(mx[c], std::abs(x));
     }
-    const double mean = sum / n;
-    double var = 0;  // two passes: a large mean (outlier channels) would swamp sum x^2
-    for (int64_t t = begin; t < end; ++t) var += (k[t * D + c] - mean) * (k[t * D + c] - mean);
-    st[c] = {sum_abs / n, mx, var / n};
-  }
+  for (int64_t c = 0; c < D; ++c) mean[c] = sum[c] / n;
+  // two passes: a large mean (outlier channels) would swamp sum x^2
+  for (int64_t t = begin; t < end; ++t)
+    for (int64_t c = 0; c < D; ++c) var[c] += (k[t * D + c] - mean[c]) * (k[t * D + c] - mean[c]);
+  std::vector<ChannelStats> st(D);
+  for (int64_t c = 0; c < D; ++c) st[c] = {sum_abs[c] / n, mx[c], var[c] / n};
   return st;
 }
 
@@ -137,9 +139,12 @@ void layer_sensitivity(int64_t layer, const Tensor& q, const Tensor& k, const st
   }
   double count = 0;
   for (int64_t p : positions) count += (double)(p + 1);
+  std::vector<std::vector<ChannelStats>> stats(Hkv);  // per KV head, shared by its query heads
+#pragma omp parallel for num_threads(resolve_threads(o.threads))
+  for (int64_t g = 0; g < Hkv; ++g) stats[g] = channel_stats(&k.data[g * T * D], D, kb, kb + n);
   for (int64_t h = 0; h < Hq; ++h) {
     const int64_t g = h / group;
-    const std::vector<ChannelStats> st = channel_stats(&k.data[g * T * D], D, kb, kb + n);
+    const std::vector<ChannelStats>& st = stats[g];
     for (int64_t c = 0; c < D; ++c) {
       double s = 0;
       for (int64_t tile = 0; tile < tiles; ++tile) s += partial[(h * tiles + tile) * D + c];
@@ -204,9 +209,14 @@ SensitivityResult channel_sensitivity(const EvalShape& shape, const LayerLoader&
   const auto t0 = std::chrono::steady_clock::now();
   SensitivityResult r = sensitivity_plan(shape, o);
   const std::vector<int64_t> positions = select_queries(o.queries, shape.tokens);
+  // With a device the CPU is mostly idle: read layer l + 1 on a second thread meanwhile
+  // (load_seconds is then the wait for it).
+  std::future<LayerQKV> next;
+  if (o.backend) next = std::async(std::launch::async, load, r.layers.first);
   for (int64_t l = r.layers.first; l <= r.layers.last; ++l) {
     const auto tl = std::chrono::steady_clock::now();
-    const LayerQKV x = load(l);
+    const LayerQKV x = o.backend ? next.get() : load(l);
+    if (o.backend && l < r.layers.last) next = std::async(std::launch::async, load, l + 1);
     r.load_seconds += seconds_since(tl);
     const std::vector<int64_t> qs{shape.num_q_heads, shape.tokens, shape.head_dim},
         ks{shape.num_kv_heads, shape.tokens, shape.head_dim};

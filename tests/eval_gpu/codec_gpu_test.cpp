@@ -44,7 +44,7 @@ TEST(CodecGpu, MethodsGiveCoresBytes) {
   if (!codec) GTEST_SKIP() << "no usable CUDA device";
   SyntheticDumpParams p = synthetic_preset("llama3-8b");  // D 128, outlier channels, fp16 values
   p.layers = 1;
-  p.tokens = 1000;
+  p.tokens = 1024;  // T and groups multiples of 16: gpu/'s fast (radix, register-tile) kernels
   p.kv_heads = 1;
   p.q_heads = 1;
   const SyntheticDump dump(p);
@@ -72,6 +72,37 @@ TEST(CodecGpu, MethodsGiveCoresBytes) {
       EXPECT_EQ(mismatching_bytes(cpu.v, dev.v), 0) << spec << (half ? " fp16" : " fp32") << " V_hat";
     }
   }
+}
+
+// eval applies its methods on several threads at once: every result still core's bytes (gpu/'s
+// launchers share process-wide kernel attributes; the codec serializes its calls).
+TEST(CodecGpu, ConcurrentMethodsGiveCoresBytes) {
+  const auto codec = open_codec();
+  if (!codec) GTEST_SKIP() << "no usable CUDA device";
+  SyntheticDumpParams p = synthetic_preset("llama3-8b");
+  p.layers = 1;
+  p.tokens = 2048;
+  p.kv_heads = 1;
+  p.q_heads = 1;
+  const SyntheticDump dump(p);
+  const Tensor k = dump.read(0, Role::K), v = dump.read(0, Role::V);
+  const std::vector<std::string> specs = {"kitty", "kitty-pro", "kivi-2", "kivi-4", "int8", "fp8-e4m3", "nvfp4"};
+  HeadContext gpu;
+  gpu.codec = codec.get();
+  std::vector<int64_t> bad(specs.size(), -2);
+#pragma omp parallel for num_threads((int)specs.size())
+  for (size_t i = 0; i < specs.size(); ++i) {
+    try {
+      const MethodPtr m = parse_method(specs[i]);
+      const Reconstruction cpu = m->apply(k.view(), v.view(), HeadContext{});
+      const Reconstruction dev = m->apply(k.view(), v.view(), gpu);
+      bad[i] = mismatching_bytes(cpu.k, dev.k) + mismatching_bytes(cpu.v, dev.v);
+    } catch (const std::exception& e) {
+      std::printf("%s: %s\n", specs[i].c_str(), e.what());
+      bad[i] = -1;
+    }
+  }
+  for (size_t i = 0; i < specs.size(); ++i) EXPECT_EQ(bad[i], 0) << specs[i];
 }
 
 TEST(CodecGpu, BadInputIsCoresError) {
