@@ -1,6 +1,7 @@
 // kvlab boost-sweep [DUMP] [--method kitty] [--rates 0,0.0625,0.125,0.25,0.5,1]
 //                   [--selectors magnitude,random,variance,oracle] [--seeds 5] [--calib-tokens N]
-//                   [--queries last:N] [--layers a-b] [--threads N] [--device cpu|cuda [--share-gpu]] --out SWEEP.csv
+//                   [--queries last:N] [--layers a-b] [--threads N] [--device cpu|cuda [--share-gpu]] --out
+//                   SWEEP.csv
 // Kitty at each boost rate with each channel selector (kvlab/boost_sweep.h). Writes SWEEP.csv
 // (one row per selector, rate and seed), SWEEP_summary.csv (mean and spread over seeds),
 // SWEEP_score_mse.svg and SWEEP_output_err.svg.

@@ -1,5 +1,6 @@
 // kvlab eval [DUMP] [--methods m1,m2,...] [--queries all|last:N|stride:N] [--layers a-b]
-//            [--format table|csv|json] [--out FILE] [--quiet] [--threads N] [--device cpu|cuda [--share-gpu] [--methods-on cpu|cuda]]
+//            [--format table|csv|json] [--out FILE] [--quiet] [--threads N] [--device cpu|cuda [--share-gpu]
+//            [--methods-on cpu|cuda]]
 //            [--cache-dir DIR]
 // Offline error evaluation of KV-cache methods on a dump (kvlab/evaluate.h). DUMP is a file
 // open_dump reads, or `synthetic:PRESET[:tokens=N,layers=N,seed=N]` to generate one in memory;

@@ -51,13 +51,15 @@ void add_device_option(CLI::App* c, DeviceArgs& a) {
                 "(docs/EVAL_JSON.md, Devices)")
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
-  c->add_option("--methods-on", a.methods_on,
-                "where the methods quantize: cuda (gpu/'s kernels, core's bytes; the default with --device cuda, "
-                "core on the CPU where no kernel exists) or cpu")
+  c->add_option(
+       "--methods-on", a.methods_on,
+       "where the methods quantize: cuda (gpu/'s kernels, core's bytes; the default with --device cuda, "
+       "core on the CPU where no kernel exists) or cpu")
       ->check(CLI::IsMember({"cpu", "cuda"}));
-  c->add_flag("--share-gpu", a.share,
-              "with --device cuda under mpirun/srun: let a node's ranks share its GPUs (local rank mod the GPU "
-              "count) instead of refusing more ranks than GPUs");
+  c->add_flag(
+      "--share-gpu", a.share,
+      "with --device cuda under mpirun/srun: let a node's ranks share its GPUs (local rank mod the GPU "
+      "count) instead of refusing more ranks than GPUs");
 }
 
 }  // namespace kvlab::cli

@@ -15,8 +15,8 @@ namespace kvlab::cli {
 
 struct DeviceArgs {
   std::string device = "cpu";
-  bool share = false;          // ranks of a node may share GPUs (local rank mod GPU count)
-  std::string methods_on;      // where methods quantize: cpu or cuda; empty: as device
+  bool share = false;      // ranks of a node may share GPUs (local rank mod GPU count)
+  std::string methods_on;  // where methods quantize: cpu or cuda; empty: as device
 };
 
 struct StudyDevice {

@@ -6,8 +6,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <future>
 #include <cmath>
+#include <future>
 #include <stdexcept>
 #include <string>
 

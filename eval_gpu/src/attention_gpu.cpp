@@ -208,8 +208,8 @@ int cuda_device_for_this_rank(bool share) {
     throw std::runtime_error(std::string("--device cuda: no CUDA device is usable on host ") + host + " (" +
                              (e != cudaSuccess ? cudaGetErrorString(e) : "none found") + ")");
   if (rank < 0)
-    throw std::runtime_error(std::string("--device cuda: ") + var + " is " + std::to_string(rank) + " on host " +
-                             host + "; expected a local rank >= 0");
+    throw std::runtime_error(std::string("--device cuda: ") + var + " is " + std::to_string(rank) +
+                             " on host " + host + "; expected a local rank >= 0");
   if (rank >= count && share) return rank % count;
   if (rank >= count)
     throw std::runtime_error("--device cuda: local rank " + std::to_string(rank) + " (" + var + ") on host " +

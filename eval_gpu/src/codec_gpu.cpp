@@ -36,7 +36,8 @@ class CudaCodec final : public Codec {
     const std::lock_guard<std::mutex> lock(mutex_);
     gpu_eval::check(cudaSetDevice(device_), "cudaSetDevice");
     try {
-      out = gpu::dequantize_float(scales.empty() ? gpu::quantize_float(x, s) : gpu::quantize_float(x, s, scales));
+      out = gpu::dequantize_float(scales.empty() ? gpu::quantize_float(x, s)
+                                                 : gpu::quantize_float(x, s, scales));
     } catch (const std::invalid_argument&) {
       return false;
     }

@@ -80,7 +80,8 @@ __device__ double block_max(double x) {
 }
 
 __global__ void scale_kernel(const float* src, double* dst, int64_t n, double scale) {
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x)
     dst[i] = (double)src[i] * scale;
 }
 
@@ -107,10 +108,9 @@ __global__ void softmax_kernel(double* S, int64_t ld, int64_t width, const int32
 // A tile of 32 rows x 32 channels per block, keys in chunks of 32 through shared memory; each
 // thread sums 2 rows x 2 channels, keys in order.
 constexpr int kTile = 32, kKeys = 32;
-__global__ void __launch_bounds__(kThreads) channel_sums_kernel(const double* P, int64_t ld, const double* qs,
-                                                                 const double* delta, const double* absmax,
-                                                                 int64_t rows, int64_t D, int64_t n,
-                                                                 double* abc) {
+__global__ void __launch_bounds__(kThreads)
+    channel_sums_kernel(const double* P, int64_t ld, const double* qs, const double* delta,
+                        const double* absmax, int64_t rows, int64_t D, int64_t n, double* abc) {
   __shared__ double sp[kTile][kKeys + 1], sd[kTile][kKeys + 1];
   const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
   const int64_t r0 = blockIdx.x * (int64_t)kTile, c0 = blockIdx.y * (int64_t)kTile;

@@ -55,8 +55,17 @@ TEST(CodecGpu, MethodsGiveCoresBytes) {
     v16[i] = float_to_half(v.data[i]);
   }
   const std::vector<std::string> specs = {
-      "fp16",    "int8",     "kivi-4",          "kivi-2", "kivi-2-sink",           "kitty",
-      "kitty-pro", "fp8-e4m3", "fp8:scale=channel,calib=percentile:99.9", "nvfp4", "mxfp4",
+      "fp16",
+      "int8",
+      "kivi-4",
+      "kivi-2",
+      "kivi-2-sink",
+      "kitty",
+      "kitty-pro",
+      "fp8-e4m3",
+      "fp8:scale=channel,calib=percentile:99.9",
+      "nvfp4",
+      "mxfp4",
       "kivi:kbits=3,vbits=3,rot=hadamard:7",  // rotated, odd bit widths
       "kivi:profile=kivi",                    // no kernel: declined, core's bytes
   };
@@ -86,7 +95,8 @@ TEST(CodecGpu, ConcurrentMethodsGiveCoresBytes) {
   p.q_heads = 1;
   const SyntheticDump dump(p);
   const Tensor k = dump.read(0, Role::K), v = dump.read(0, Role::V);
-  const std::vector<std::string> specs = {"kitty", "kitty-pro", "kivi-2", "kivi-4", "int8", "fp8-e4m3", "nvfp4"};
+  const std::vector<std::string> specs = {"kitty", "kitty-pro", "kivi-2", "kivi-4",
+                                          "int8",  "fp8-e4m3",  "nvfp4"};
   HeadContext gpu;
   gpu.codec = codec.get();
   std::vector<int64_t> bad(specs.size(), -2);

@@ -54,7 +54,8 @@ double compare(const LayerQKV& x, SensitivityOptions o, const std::shared_ptr<Cu
   double worst = 0;
   int nonzero = 0;
   for (size_t i = 0; i < cpu.size() && i < dev.size(); ++i) {
-    const double a = cpu[i].attn_score_mse, b = dev[i].attn_score_mse, m = std::max(std::fabs(a), std::fabs(b));
+    const double a = cpu[i].attn_score_mse, b = dev[i].attn_score_mse,
+                 m = std::max(std::fabs(a), std::fabs(b));
     const double r = m == 0 ? 0 : std::fabs(a - b) / m;
     worst = std::max(worst, r);
     EXPECT_LE(r, kSensBound) << "q_head " << cpu[i].q_head << " channel " << cpu[i].channel << ": cpu " << a

@@ -11,8 +11,8 @@
 #pragma once
 #include <cstdint>
 #include <functional>
-#include <string>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "kvlab/boost_selection.h"
@@ -35,7 +35,7 @@ struct SweepOptions {
   LayerRange layers;
   int threads = 0;  // OpenMP threads; 0: the OpenMP default
   std::function<void(const EvalProgress&)> progress;
-  AttentionBackend backend;  // computes the attention units (evaluate.h); empty: the CPU kernel
+  AttentionBackend backend;            // computes the attention units (evaluate.h); empty: the CPU kernel
   std::shared_ptr<const Codec> codec;  // applies the magnitude rows' methods (kvlab/codec.h); null: core
 };
 

@@ -60,9 +60,9 @@ struct EvalOptions {
   AttentionTiles tiles;              // tile sizes (results agree across sizes to fp32 rounding)
   int threads = 0;                   // OpenMP threads; 0: the OpenMP default
   std::function<void(const EvalProgress&)> progress;  // after each layer
-  AttentionBackend backend;  // computes each KV head's attention unit; empty: the CPU kernel
-  bool prefetch = false;     // load layer l + 1 on a second thread while layer l is computed
-                             // (two layers in memory; for backends that leave the CPU cores idle)
+  AttentionBackend backend;            // computes each KV head's attention unit; empty: the CPU kernel
+  bool prefetch = false;               // load layer l + 1 on a second thread while layer l is computed
+                                       // (two layers in memory; for backends that leave the CPU cores idle)
   std::shared_ptr<const Codec> codec;  // where methods quantize (kvlab/codec.h); null: core on the CPU
 };
 
