@@ -1,6 +1,6 @@
 #!/bin/sh
 # kvlab sensitivity --device cuda against --device cpu: the CSV row by row (attn_score_mse within
-# 1e-6 relative, every other column identical) and the ranking file. Exits 77 without a GPU.
+# 1e-6 relative, every other column identical). Exits 77 without a GPU.
 # Usage: sensitivity_device_csv.sh KVLAB PYTHON DIR [sensitivity arguments]
 set -u
 kvlab=$1 py=$2 dir=$3; shift 3
