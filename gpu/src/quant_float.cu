@@ -236,16 +236,6 @@ __global__ void fp4_quant_blocks(const In* x, FloatLayout L, const float* scale,
   }
 }
 
-// An E2M1 code's value from its bits (no I2F, which minifloat_decode's subnormal branch costs
-// every element): magnitude codes 2..7 are normal floats with exponent (code >> 1) - 1 and one
-// mantissa bit, code 1 is 0.5, code 0 is 0; bit 3 is the sign. Exact, so S * value is the
-// recipe's product (checked on all 16 codes by the fp4-code row).
-__device__ __forceinline__ float fp4_value(uint32_t c) {
-  const uint32_t m = c & 7u;
-  const uint32_t mag = m >= 2u ? (m + 252u) << 22 : (m == 1u ? 0x3F000000u : 0u);
-  return __uint_as_float(mag | ((c & 8u) << 28));
-}
-
 template <class Out, int B>
 __global__ void fp4_dequant_blocks(const uint8_t* codes, const uint8_t* bscale, FloatLayout L,
                                    const float* scale, Out* out) {
@@ -267,7 +257,7 @@ __global__ void fp4_dequant_blocks(const uint8_t* codes, const uint8_t* bscale, 
     for (int k = 0; k < B / 8; ++k) {
       float v[8];
 #pragma unroll
-      for (int j = 0; j < 8; ++j) v[j] = __fmul_rn(fp4_value((w[k] >> (4 * j)) & 0xfu), S);
+      for (int j = 0; j < 8; ++j) v[j] = fp4_dequant((uint8_t)((w[k] >> (4 * j)) & 0xfu), S);
       store8(out, b * B + 8 * k, v);
     }
   }
@@ -499,10 +489,10 @@ __global__ void fp8_cvt_check(unsigned long long* bad, unsigned long long* check
   atomicAdd(checked, nchk);
 }
 
-// The FP4 fast code against the recipe: (0) fp4_value vs fp4_to_float on all 16 codes; (1)
-// e2m1_mag with the sign bit vs float_to_fp4 on every float but NaN; (2) MXFP4: every scale code, 2^16 random
-// x each (all exponents and signs, zeros included); (3) NVFP4: 2^30 random (x, S) with S in [2^-100, 2^100]
-// and x/S spread over [2^-40, 8) with exact E2M1 midpoints and their neighbours, both signs.
+// The FP4 fast code against the recipe: (1) e2m1_mag with the sign bit vs float_to_fp4 on every
+// float but NaN; (2) MXFP4: every scale code, 2^16 random x each (all exponents and signs, zeros
+// included); (3) NVFP4: 2^30 random (x, S) with S in [2^-100, 2^100] and x/S spread over
+// [2^-40, 8) with exact E2M1 midpoints and their neighbours, both signs.
 __device__ __forceinline__ uint32_t mix32(uint64_t z) {  // splitmix64's finaliser, high half
   z += 0x9E3779B97F4A7C15ull;
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -514,10 +504,6 @@ __global__ void fp4_code_check(unsigned long long* bad, unsigned long long* chec
   unsigned long long nbad = 0, nchk = 0;
   const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
   const uint64_t tid = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (tid < 16) {
-    nbad += float_bits(fp4_value((uint32_t)tid)) != float_bits(fp4_to_float((uint8_t)tid));
-    ++nchk;
-  }
   for (uint64_t i = tid; i < (1ull << 32); i += stride) {
     const uint32_t u = (uint32_t)i;
     if ((u & 0x7fffffffu) > 0x7f800000u) continue;
