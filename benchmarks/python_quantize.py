@@ -6,11 +6,16 @@ on the same thread count. Runs alternate (C++, Python, C++, ...) so machine nois
         --bench build/benchmarks/kvlab_bench_quantize [--presets kivi-2/K,kitty/K] [--threads 2] [--reps 5]
 
 Prints per preset: C++ GB/s, Python GB/s (medians and ranges of the repetitions) and their ratio,
-and on 1 thread the same by CPU time.
+and on 1 thread the same by CPU time; then, per call, each side's minor page faults and user and
+system CPU seconds (getrusage), which separate the quantizer's work from first-touch faults of
+the fresh output arrays (both sides allocate them per call) and from the machine. Allocation
+experiments go through the environment of both processes, e.g. GLIBC_TUNABLES=glibc.malloc.hugetlb=1
+(transparent huge pages for malloc); --no-numpy-hugepage stops numpy's own madvise of the input.
 """
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import time
@@ -28,20 +33,26 @@ def cpp_rate(bench, name, threads, min_time):
     runs = [b for b in json.loads(out)["benchmarks"] if b.get("run_type") == "iteration"]
     assert len(runs) == 1, f"{name}/{threads}: {len(runs)} runs"
     r = runs[0]
-    return r["bytes_per_second"] / 1e9, r["bytes_per_second"] * r["real_time"] / r["cpu_time"] / 1e9
+    return (r["bytes_per_second"] / 1e9, r["bytes_per_second"] * r["real_time"] / r["cpu_time"] / 1e9,
+            r.get("minflt", float("nan")), r.get("user_s", float("nan")), r.get("sys_s", float("nan")))
 
 
 def py_rate(kvlab, x, spec, min_time):
     """Calls of kvlab.quantize(x, spec) for at least min_time seconds: GB/s of fp16 input by wall
-    time and by the process's CPU time (all threads)."""
+    time and by the process's CPU time (all threads), and per call minor faults, user and system
+    seconds."""
     kvlab.quantize(x, spec)  # warm-up, as Google Benchmark's first iteration
+    u0 = resource.getrusage(resource.RUSAGE_SELF)
     n, start, cpu = 0, time.perf_counter(), time.process_time()
     while True:
         kvlab.quantize(x, spec)
         n += 1
         elapsed = time.perf_counter() - start
         if elapsed >= min_time:
-            return n * x.nbytes / elapsed / 1e9, n * x.nbytes / (time.process_time() - cpu) / 1e9
+            u1 = resource.getrusage(resource.RUSAGE_SELF)
+            return (n * x.nbytes / elapsed / 1e9, n * x.nbytes / (time.process_time() - cpu) / 1e9,
+                    (u1.ru_minflt - u0.ru_minflt) / n, (u1.ru_utime - u0.ru_utime) / n,
+                    (u1.ru_stime - u0.ru_stime) / n)
 
 
 def main():
@@ -51,9 +62,17 @@ def main():
     p.add_argument("--threads", type=int, default=2, help="1 or 2 (the C++ benchmark's arguments)")
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--min-time", type=float, default=1.0, help="seconds per repetition")
+    p.add_argument("--no-numpy-hugepage", action="store_true",
+                   help="numpy does not madvise(MADV_HUGEPAGE) the input (as the C++ side's std::vector)")
     a = p.parse_args()
     os.environ["OMP_NUM_THREADS"] = str(a.threads)  # before the OpenMP runtime starts
     import kvlab
+    if a.no_numpy_hugepage:
+        core = getattr(np, "_core", None) or np.core
+        core.multiarray._set_madvise_hugepage(False)
+    print(f"numpy {np.__version__}, madvise hugepage {'off' if a.no_numpy_hugepage else 'numpy default'}, "
+          f"GLIBC_TUNABLES={os.environ.get('GLIBC_TUNABLES', '')!r}, "
+          f"THP {open('/sys/kernel/mm/transparent_hugepage/enabled').read().strip()}")
     rng = np.random.default_rng(1)
     x = rng.standard_normal(SHAPE, dtype=np.float32).astype(np.float16)
     print(f"input {SHAPE} float16 ({x.nbytes / 1e6:.0f} MB), {a.threads} thread(s), {a.reps} alternating "
@@ -75,6 +94,8 @@ def main():
         if a.threads == 1:  # Google Benchmark's CPU time is the main thread's: comparable on 1 thread only
             line += f"  {med(cpp, 1):6.3f} {med(py, 1):6.3f} {med(py, 1) / med(cpp, 1):6.3f}"
         print(line + f"  {spec}")
+        per = lambda rows: "/".join(f"{statistics.median(r[i] for r in rows):.4g}" for i in (2, 3, 4))  # noqa: E731
+        print(f"{'':12} per call, minor faults/user s/sys s: C++ {per(cpp)}  Python {per(py)}")
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 // (32, 32768, 128) fp16 tensor, on 1 and 2 threads. Reported: bytes/s of fp16 input
 // (quantize) or of fp16-equivalent elements decoded to fp32 (dequantize).
 #include <benchmark/benchmark.h>
+#include <sys/resource.h>
 
 #include "gaussian_halves.h"
 #include "kvlab/method.h"
@@ -17,6 +18,17 @@ const std::vector<uint16_t>& input() {
   return x;
 }
 
+// Minor page faults, user and system CPU seconds of the process so far (all threads).
+struct Usage {
+  double minflt, user, sys;
+};
+Usage usage() {
+  rusage r{};
+  getrusage(RUSAGE_SELF, &r);
+  return {(double)r.ru_minflt, r.ru_utime.tv_sec + r.ru_utime.tv_usec * 1e-6,
+          r.ru_stime.tv_sec + r.ru_stime.tv_usec * 1e-6};
+}
+
 kvlab::QuantizerSpec quantizer_of(const std::string& preset, bool key) {
   const kvlab::MethodPtr m = kvlab::parse_method(preset);
   return key ? *m->key_quantizer() : *m->value_quantizer();
@@ -26,7 +38,13 @@ void BM_Quantize(benchmark::State& st, std::string preset, bool key) {
   const kvlab::ScopedThreads threads((int)st.range(0));
   const kvlab::TensorView x{input().data(), kvlab::DType::F16, kShape};
   const auto spec = quantizer_of(preset, key);
+  const Usage u0 = usage();
   for (auto _ : st) benchmark::DoNotOptimize(kvlab::quantize(x, spec));
+  const Usage u1 = usage();
+  // per call: page faults (fresh output vectors are touched first here) and where CPU time goes
+  st.counters["minflt"] = benchmark::Counter(u1.minflt - u0.minflt, benchmark::Counter::kAvgIterations);
+  st.counters["user_s"] = benchmark::Counter(u1.user - u0.user, benchmark::Counter::kAvgIterations);
+  st.counters["sys_s"] = benchmark::Counter(u1.sys - u0.sys, benchmark::Counter::kAvgIterations);
   st.SetBytesProcessed(st.iterations() * (int64_t)input().size() * 2);
   st.SetLabel(kvlab::to_string(spec));
 }

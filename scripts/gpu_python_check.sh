@@ -2,7 +2,8 @@
 # One call on the GPU machine for the Python package: the full CMake build with CUDA for the
 # machine's own Python (its torch and pybind11), the package's tests with CUDA tensors, and,
 # on that machine's otherwise idle CPU cores, kvlab.quantize against the C++ benchmark
-# (benchmarks/python_quantize.py, alternating runs). Needs the HDF5, Eigen, zlib, CLI11,
+# (benchmarks/python_quantize.py, alternating runs); kvlab.hf with the model on the GPU (its
+# CUDA test and benchmarks/hf_score_time.py). Needs the HDF5, Eigen, zlib, CLI11,
 # nlohmann-json and Google Benchmark development files; PREFIX_PATH (environment) adds CMake
 # prefixes for any of them that the machine lacks. Logs go to $OUT (or ./gpu_python_out).
 # Usage: bash scripts/gpu_python_check.sh [--no-bench]
@@ -36,8 +37,12 @@ export PYTHONPATH=$PWD/$B/bindings/python KVLAB_CLI=$PWD/$B/experiments/kvlab
 "$PY" -m pytest -q -rs -p no:cacheprovider tests/python/test_py_gpu.py tests/python/test_py_torch.py \
   tests/python/test_py_quantize.py tests/python/test_py_methods.py 2>&1 | tee -a "$OUT/pytest.log" | tail -15
 [ "${PIPESTATUS[0]}" = 0 ] || status=1
+# kvlab.hf with the model on the GPU: the CUDA-vs-CPU test, then the 7 presets' timing split
+"$PY" -m pytest -q -rs -p no:cacheprovider tests/python/test_hf_sim.py -k cuda 2>&1 | tee -a "$OUT/pytest.log" | tail -3
+[ "${PIPESTATUS[0]}" = 0 ] || status=1
 
 if [ $BENCH = 1 ]; then
+  "$PY" benchmarks/hf_score_time.py --reps 3 2>&1 | grep -v "Loading weights" | tee "$OUT/hf.log" || status=1
   for t in 1 2; do
     "$PY" benchmarks/python_quantize.py --bench $B/benchmarks/kvlab_bench_quantize \
       --presets kivi-2/K,kivi-2/V,kitty/K --threads $t --reps 7 2>&1 | tee -a "$OUT/bench.log" || status=1

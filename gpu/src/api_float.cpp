@@ -32,7 +32,7 @@ void to_host(std::vector<T>& v, const DeviceBuffer& b, int64_t n) {
 
 // given: the scales, or null for dynamic scales computed on the device.
 FloatQuantized quantize_with(const TensorView& x, const FloatSpec& s, const std::vector<float>* given,
-                             std::string* variant) {
+                             std::string* variant, const KernelConfig& cfg) {
   const FloatLayout L = make_float_layout(x.shape, s);  // core's checks and messages
   check_finite(x, "kvlab-gpu quantize_float: input");
   if (given) check_float_scales(*given, L, s);
@@ -45,7 +45,7 @@ FloatQuantized quantize_with(const TensorView& x, const FloatSpec& s, const std:
     to_device(d.scale, *given);
   else
     float_scales(L, in.p, it, d.view(), 0);
-  const char* v = quantize_float(L, in.p, it, d.view(), 0);
+  const char* v = quantize_float(L, in.p, it, d.view(), 0, cfg);
   cuda_check(cudaDeviceSynchronize(), "quantize_float");
   if (variant) *variant = v;
   FloatQuantized q{s, x.shape, {}, {}, {}};
@@ -77,12 +77,13 @@ std::vector<T> dequant_float_as(const FloatQuantized& q, OutType o) {
 
 }  // namespace
 
-FloatQuantized quantize_float(const TensorView& x, const FloatSpec& s, std::string* variant) {
-  return quantize_with(x, s, nullptr, variant);
+FloatQuantized quantize_float(const TensorView& x, const FloatSpec& s, std::string* variant,
+                              const KernelConfig& cfg) {
+  return quantize_with(x, s, nullptr, variant, cfg);
 }
 FloatQuantized quantize_float(const TensorView& x, const FloatSpec& s, const std::vector<float>& scales,
-                              std::string* variant) {
-  return quantize_with(x, s, &scales, variant);
+                              std::string* variant, const KernelConfig& cfg) {
+  return quantize_with(x, s, &scales, variant, cfg);
 }
 std::vector<float> dequantize_float(const FloatQuantized& q) {
   return dequant_float_as<float>(q, OutType::F32);
@@ -94,6 +95,12 @@ std::vector<uint16_t> dequantize_float_half(const FloatQuantized& q) {
 ArithCheck check_fp8_conversion() {
   ArithCheck c;
   c.mismatches = fp8_conversion_mismatches(&c.checked);
+  return c;
+}
+
+ArithCheck check_fp4_code() {
+  ArithCheck c;
+  c.mismatches = fp4_code_mismatches(&c.checked);
   return c;
 }
 

@@ -95,19 +95,24 @@ void bench_variant(const BenchOptions& opt, const std::string& format, const Dev
 
 // A float format (kFloatFormats): quantize with scales already on the device (what a cache with
 // calibrated scales runs; f16 and f32 in), dequantize (f32 and f16 out), and the dynamic scales'
-// absmax pass alone (a dynamic quantize is that pass plus the quantize row). One kernel set: the
-// preset column reads "default".
+// absmax pass alone (a dynamic quantize is that pass plus the quantize row). FP4 quantize is timed
+// for each selected variant without fast_div too (ieee-div: the recipe's code step); the other
+// rows have one kernel set and read "default".
 void bench_float(const BenchOptions& opt, const std::string& format, const FloatLayout& L, DeviceFloat& q,
-                 const BenchInputs& in, BenchResult& r) {
+                 const BenchInputs& in, const std::vector<const KernelVariant*>& variants, BenchResult& r) {
   const double packed = (double)(L.codes_bytes() + L.block_scale_bytes() + L.n_scales() * 4);
   float_scales(L, in.x16, InType::F16, q.view(), 0);
-  for (const InType it : {InType::F16, InType::F32}) {
-    const void* x = it == InType::F16 ? in.x16 : in.x32;
-    const char* label = "";
-    const double ms = median_ms(opt.warmup, opt.reps, [&] { label = quantize_float(L, x, it, q.view(), 0); });
-    const double bytes = (double)in.n * (it == InType::F16 ? 2 : 4) + packed;
-    r.rows.push_back({format, "quantize+pack", enum_name(it), "default", label, bytes, ms, bytes / (ms * 1e6),
-                      bytes / (ms * 1e6) / r.copy_gbps});
+  for (const KernelVariant* v : variants) {
+    if (v != &kKernelVariants[0] && (!L.fp4() || v->config.fast_div)) continue;
+    for (const InType it : {InType::F16, InType::F32}) {
+      const void* x = it == InType::F16 ? in.x16 : in.x32;
+      const char* label = "";
+      const double ms =
+          median_ms(opt.warmup, opt.reps, [&] { label = quantize_float(L, x, it, q.view(), 0, v->config); });
+      const double bytes = (double)in.n * (it == InType::F16 ? 2 : 4) + packed;
+      r.rows.push_back({format, "quantize+pack", enum_name(it), v->name, label, bytes, ms, bytes / (ms * 1e6),
+                        bytes / (ms * 1e6) / r.copy_gbps});
+    }
   }
   for (const OutType ot : {OutType::F32, OutType::F16}) {
     const char* label = "";
@@ -170,7 +175,7 @@ BenchResult bench(const BenchOptions& opt) {
       continue;
     const FloatLayout L = make_float_layout(shape, parse_float_spec(e.spec));
     DeviceFloat q(L);
-    bench_float(opt, e.spec, L, q, in, r);
+    bench_float(opt, e.spec, L, q, in, variants, r);
   }
   return r;
 }

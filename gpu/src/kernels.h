@@ -50,13 +50,17 @@ struct DevFloat {
 // The dynamic scales of x (fp8: per group from the absmax; NVFP4: the tensor scale) into q.scale.
 void float_scales(const FloatLayout& L, const void* x, InType in, DevFloat q, cudaStream_t s);
 // Codes (and fp4 block scales) of x with the scales already in q.scale. Returns the kernel path.
-const char* quantize_float(const FloatLayout& L, const void* x, InType in, DevFloat q, cudaStream_t s);
+// cfg.fast_div: FP4's fast code step (quant_float.cu); false: the recipe per element.
+const char* quantize_float(const FloatLayout& L, const void* x, InType in, DevFloat q, cudaStream_t s,
+                           const KernelConfig& cfg = {});
 // out: fp32 or fp16 (the fp32 value rounded), as core's dequantize_float(_half).
 const char* dequantize_float(const FloatLayout& L, DevFloat q, void* out, OutType o, cudaStream_t s);
 // fp8 conversions: hardware vs minifloat.h's integer code on every fp16 value (through the
 // float and the paired f16x2 instruction) and on all 2^32 floats but NaN, plus decoding of all
 // 256 codes of each format. Returns mismatches; *checked = conversions compared.
 int64_t fp8_conversion_mismatches(int64_t* checked);
+// FP4's fast code step vs the recipe (quant_float.cu's fp4_code_check says on what).
+int64_t fp4_code_mismatches(int64_t* checked);
 
 // Token lanes per channel chunk of the register-tile dequantize kernels (channel, Kitty), as
 // log2: 2 lanes. 1 and 4 lanes are the runner-ups of gpu/dev/dequant_token_lanes.cu.

@@ -2,6 +2,7 @@
 // channel) with the hardware conversion, NVFP4 and MXFP4 with the soft E2M1 conversion (no FP4
 // instruction before sm_100). Every element goes through core's float_format.h recipe, so the
 // bytes are the CPU reference's (kvlab-gpu validate compares them).
+#include "fastq.cuh"
 #include "tile.cuh"
 
 namespace kvlab::gpu {
@@ -141,10 +142,57 @@ __device__ __forceinline__ float fp4_block_scale(FloatLayout L, float amax, floa
   return mxfp4_block_scale(*code);
 }
 
-// Full, aligned blocks (B divides D): vector loads, B/2 code bytes stored at once.
-template <class In, int B>
+// ---- FP4 fast code (KernelConfig::fast_div), the same bytes as fp4_code (validate rows
+// fp4-code and the fp4 formats): the recipe's IEEE division and integer E2M1 encoding cost about
+// 35 instructions per element, which left the kernel issue-bound at 38% of copy.
+//  - Quotient. MXFP4: S is a power of two, so RN(1/S) is exact and x * (1/S) is RN(x/S) (one
+//    rounding of the same real). NVFP4: fast_quot (fastq.cuh) equals __fdiv_rn(|x|, S) for
+//    |x/S| >= 1/4 when S is in [2^-100, 2^100] and |x/S| < 2^127 (fastq.cuh, case B, proven by the
+//    fastdiv rows); for |x/S| < 1/4 the recipe's code is a signed zero and fast_quot lies within
+//    a relative 2^-45 of x/S (q0 and rem carry relative errors of 2^-23 that the correction
+//    step cancels to second order), so it rounds to at most 1/4, whose E2M1 code is 0 too.
+//    Blocks outside those bounds take the recipe; a zero S gives code 0, as fp4_code.
+//  - Code. e2m1_mag rounds |q| to E2M1 with two float tricks (checked against float_to_fp4 on
+//    all 2^32 floats but NaN); the sign bit is x's, as RN(x/S) keeps it (also for -0).
+__device__ __forceinline__ uint32_t e2m1_mag(float q) {
+  q = fminf(q, 6.0f);  // q > 5 rounds to 6 (code 7) either way; infinities saturate the same
+  // below 1: the grid 0, 0.5, 1 is that of floats in [2^22, 2^23), ties to even included
+  const uint32_t sub = __float_as_uint(__fadd_rn(q, 4194304.0f)) - 0x4A800000u;
+  // 1..6: round the float to one mantissa bit (ties to even; a carry moves to the next binade),
+  // then rebias: 1.0 (exponent 127, bit 0) is code 2
+  const uint32_t u = __float_as_uint(q);
+  const uint32_t nrm = ((u + 0x1FFFFFu + ((u >> 22) & 1u)) >> 22) - 252u;
+  return q < 1.0f ? sub : nrm;
+}
+__device__ __forceinline__ uint32_t fp4_sign(float x) { return (__float_as_uint(x) >> 28) & 8u; }
+
+// The recipe's code, not inlined, for the rare blocks outside the fast bounds.
+static __device__ __noinline__ uint32_t fp4_code_slow(float x, float S) { return fp4_code(x, S); }
+
+// Per block: how its codes are computed (0: all zero, 1: fast, 2: recipe) and RN(1/S).
+struct Fp4Step {
+  int mode;
+  float r;
+};
+__device__ __forceinline__ Fp4Step fp4_step(FloatLayout L, float S, float amax) {
+  if (S == 0.0f) return {0, 0.0f};
+  const float r = __frcp_rn(S);  // exact for MXFP4's powers of two, subnormal 2^-127 included
+  if (L.format == FloatFormat::MXFP4) return {1, r};
+  const bool fast = S >= kFastScaleMin && S <= kFastScaleMax && __fmul_rn(amax, r) <= 0x1p100f;
+  return {fast ? 1 : 2, r};
+}
+template <bool MX>
+__device__ __forceinline__ uint32_t fp4_fast_code(float x, float S, float r) {
+  const float a = fabsf(x);
+  return fp4_sign(x) | e2m1_mag(MX ? __fmul_rn(a, r) : fast_quot(a, S, r));
+}
+
+// Full, aligned blocks (B divides D): vector loads, B/2 code bytes stored at once. FAST: the
+// code step above; else the recipe per element (the ieee-div variant: the before of the bench).
+template <class In, int B, bool FAST>
 __global__ void fp4_quant_blocks(const In* x, FloatLayout L, const float* scale, uint8_t* codes,
                                  uint8_t* bscale) {
+  constexpr bool MX = B == 32;
   const int64_t nb = L.N * L.T * (L.D / B);
   const float s_t = scale[0];  // NVFP4's tensor scale (MXFP4: unused)
   for (int64_t b = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; b < nb;
@@ -154,16 +202,31 @@ __global__ void fp4_quant_blocks(const In* x, FloatLayout L, const float* scale,
     for (int k = 0; k < B; k += 8) load8(x, b * B + k, v + k);
     float amax = 0.0f;
 #pragma unroll
-    for (int k = 0; k < B; ++k) amax = f_max(amax, f_abs(v[k]));
+    for (int k = 0; k < B; ++k) amax = FAST ? fmaxf(amax, fabsf(v[k])) : f_max(amax, f_abs(v[k]));
     uint8_t code;
     const float S = fp4_block_scale(L, amax, s_t, &code);
     uint32_t w[B / 8];
+    const Fp4Step st = FAST ? fp4_step(L, S, amax) : Fp4Step{2, 0.0f};
+    if (st.mode == 1) {
 #pragma unroll
-    for (int k = 0; k < B / 8; ++k) {
-      uint32_t word = 0;
+      for (int k = 0; k < B / 8; ++k) {
+        uint32_t word = 0;
 #pragma unroll
-      for (int j = 0; j < 8; ++j) word |= (uint32_t)fp4_code(v[8 * k + j], S) << (4 * j);
-      w[k] = word;
+        for (int j = 0; j < 8; ++j) word |= fp4_fast_code<MX>(v[8 * k + j], S, st.r) << (4 * j);
+        w[k] = word;
+      }
+    } else if (st.mode == 0) {
+#pragma unroll
+      for (int k = 0; k < B / 8; ++k) w[k] = 0;
+    } else {
+#pragma unroll
+      for (int k = 0; k < B / 8; ++k) {
+        uint32_t word = 0;
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+          word |= (FAST ? fp4_code_slow(v[8 * k + j], S) : (uint32_t)fp4_code(v[8 * k + j], S)) << (4 * j);
+        w[k] = word;
+      }
     }
     if constexpr (B == 16)
       *reinterpret_cast<uint2*>(codes + b * 8) = make_uint2(w[0], w[1]);
@@ -277,17 +340,23 @@ void scales_as(const FloatLayout& L, const In* x, DevFloat q, cudaStream_t s) {
 }
 
 template <class In>
-const char* quantize_as(const FloatLayout& L, const In* x, DevFloat q, cudaStream_t s) {
+const char* quantize_as(const FloatLayout& L, const In* x, DevFloat q, cudaStream_t s,
+                        const KernelConfig& cfg) {
   if (L.fp4()) {
     const int64_t nb = L.N * L.T * L.blocks();
     const unsigned g = stride_grid(nb, 256);
     if (L.D % L.block() == 0) {
-      if (L.format == FloatFormat::NVFP4)
-        fp4_quant_blocks<In, 16><<<g, 256, 0, s>>>(x, L, q.scale, q.codes, q.block_scale);
+      const bool nv = L.format == FloatFormat::NVFP4;
+      if (nv && cfg.fast_div)
+        fp4_quant_blocks<In, 16, true><<<g, 256, 0, s>>>(x, L, q.scale, q.codes, q.block_scale);
+      else if (nv)
+        fp4_quant_blocks<In, 16, false><<<g, 256, 0, s>>>(x, L, q.scale, q.codes, q.block_scale);
+      else if (cfg.fast_div)
+        fp4_quant_blocks<In, 32, true><<<g, 256, 0, s>>>(x, L, q.scale, q.codes, q.block_scale);
       else
-        fp4_quant_blocks<In, 32><<<g, 256, 0, s>>>(x, L, q.scale, q.codes, q.block_scale);
+        fp4_quant_blocks<In, 32, false><<<g, 256, 0, s>>>(x, L, q.scale, q.codes, q.block_scale);
       check_launch("fp4_quant_blocks");
-      return "fp4-blocks";
+      return cfg.fast_div ? "fp4-fast" : "fp4-blocks";
     }
     fp4_quant_any<In><<<g, 256, 0, s>>>(x, L, q.scale, q.codes, q.block_scale);
     check_launch("fp4_quant_any");
@@ -358,9 +427,10 @@ void float_scales(const FloatLayout& L, const void* x, InType in, DevFloat q, cu
     scales_as(L, static_cast<const float*>(x), q, s);
 }
 
-const char* quantize_float(const FloatLayout& L, const void* x, InType in, DevFloat q, cudaStream_t s) {
-  return in == InType::F16 ? quantize_as(L, static_cast<const uint16_t*>(x), q, s)
-                           : quantize_as(L, static_cast<const float*>(x), q, s);
+const char* quantize_float(const FloatLayout& L, const void* x, InType in, DevFloat q, cudaStream_t s,
+                           const KernelConfig& cfg) {
+  return in == InType::F16 ? quantize_as(L, static_cast<const uint16_t*>(x), q, s, cfg)
+                           : quantize_as(L, static_cast<const float*>(x), q, s, cfg);
 }
 
 const char* dequantize_float(const FloatLayout& L, DevFloat q, void* out, OutType o, cudaStream_t s) {
@@ -419,6 +489,60 @@ __global__ void fp8_cvt_check(unsigned long long* bad, unsigned long long* check
   atomicAdd(checked, nchk);
 }
 
+// The FP4 fast code against the recipe: (1) e2m1_mag with the sign bit vs float_to_fp4 on every
+// float but NaN; (2) MXFP4: every scale code, 2^16 random x each (all exponents and signs, zeros
+// included); (3) NVFP4: 2^30 random (x, S) with S in [2^-100, 2^100] and x/S spread over
+// [2^-40, 8) with exact E2M1 midpoints and their neighbours, both signs.
+__device__ __forceinline__ uint32_t mix32(uint64_t z) {  // splitmix64's finaliser, high half
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return (uint32_t)((z ^ (z >> 31)) >> 32);
+}
+
+__global__ void fp4_code_check(unsigned long long* bad, unsigned long long* checked) {
+  unsigned long long nbad = 0, nchk = 0;
+  const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
+  const uint64_t tid = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  for (uint64_t i = tid; i < (1ull << 32); i += stride) {
+    const uint32_t u = (uint32_t)i;
+    if ((u & 0x7fffffffu) > 0x7f800000u) continue;
+    const float f = bits_float(u);
+    nbad += (fp4_sign(f) | e2m1_mag(fabsf(f))) != float_to_fp4(f);
+    ++nchk;
+  }
+  for (uint64_t i = tid; i < 255ull << 16; i += stride) {
+    const float S = mxfp4_block_scale((uint8_t)(i >> 16));
+    const uint32_t h = mix32(i);
+    const float x = (h & 0xffu) == 0 ? bits_float(h & 0x80000000u) : bits_float(h);
+    if ((float_bits(x) & 0x7fffffffu) > 0x7f800000u) continue;
+    nbad += fp4_fast_code<true>(x, S, __frcp_rn(S)) != fp4_code(x, S);
+    ++nchk;
+  }
+  const float mids[7] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f};
+  for (uint64_t i = tid; i < (1ull << 30); i += stride) {
+    const uint32_t h1 = mix32(2 * i + 7), h2 = mix32(2 * i + 8);
+    // S: exponent in [-100, 99], random significand
+    const float S = bits_float(((uint32_t)(27 + h1 % 200) << 23) | (h2 & 0x7fffffu));
+    float t;
+    switch ((h1 >> 8) & 3u) {
+      case 0: t = (float)(h2 >> 8) * 0x1p-21f; break;  // [0, 8)
+      case 1:
+        t = bits_float(((uint32_t)(87 + (h2 >> 8) % 38) << 23) | ((h1 >> 10) & 0x7fffffu));
+        break;    // [2^-40, 2^-2)
+      default: {  // an E2M1 midpoint, a few ulps either side
+        const float m = mids[(h2 >> 8) % 7];
+        t = bits_float(float_bits(m) + ((h2 >> 16) % 9) - 4);
+      }
+    }
+    const float x = __fmul_rn(t, S) * ((h1 >> 31) ? -1.0f : 1.0f);
+    nbad += fp4_fast_code<false>(x, S, __frcp_rn(S)) != fp4_code(x, S);
+    ++nchk;
+  }
+  atomicAdd(bad, nbad);
+  atomicAdd(checked, nchk);
+}
+
 }  // namespace
 
 int64_t fp8_conversion_mismatches(int64_t* checked) {
@@ -432,6 +556,21 @@ int64_t fp8_conversion_mismatches(int64_t* checked) {
   cudaFree(d);
   if (e != cudaSuccess)
     throw std::runtime_error(std::string("kvlab-gpu: fp8_cvt_check: ") + cudaGetErrorString(e));
+  *checked = (int64_t)h[1];
+  return (int64_t)h[0];
+}
+
+int64_t fp4_code_mismatches(int64_t* checked) {
+  unsigned long long* d = nullptr;
+  unsigned long long h[2] = {0, 0};
+  if (cudaMalloc(&d, sizeof(h)) != cudaSuccess) throw std::runtime_error("kvlab-gpu: cudaMalloc failed");
+  cudaMemset(d, 0, sizeof(h));
+  fp4_code_check<<<sm_count() * 8, 256>>>(d, d + 1);
+  check_launch("fp4_code_check");
+  const cudaError_t e = cudaMemcpy(h, d, sizeof(h), cudaMemcpyDeviceToHost);
+  cudaFree(d);
+  if (e != cudaSuccess)
+    throw std::runtime_error(std::string("kvlab-gpu: fp4_code_check: ") + cudaGetErrorString(e));
   *checked = (int64_t)h[1];
   return (int64_t)h[0];
 }

@@ -189,7 +189,7 @@ void check(const Data& d, const QuantizerSpec& spec, bool half_in,
 // then the GPU's dequantize (f32, f16) of the CPU's packed tensor. calibrated: scales given (the
 // CPU's 99.9th-percentile scales, so the largest values saturate) instead of dynamic ones.
 void check_float(const Data& d, const FloatSpec& spec, bool half_in, bool calibrated,
-                 std::vector<ValidationRow>& rows) {
+                 std::vector<ValidationRow>& rows, const KernelVariant& kv = kKernelVariants[0]) {
   const TensorView x =
       half_in ? TensorView{d.f16.data(), DType::F16, d.shape} : TensorView{d.f32.data(), DType::F32, d.shape};
   ValidationRow row{d.name,
@@ -211,12 +211,12 @@ void check_float(const Data& d, const FloatSpec& spec, bool half_in, bool calibr
     cpu_err = e.what();
   }
   try {
-    gq = calibrated ? gpu::quantize_float(x, spec, scales, &row.variant)
-                    : gpu::quantize_float(x, spec, &row.variant);
+    gq = calibrated ? gpu::quantize_float(x, spec, scales, &row.variant, kv.config)
+                    : gpu::quantize_float(x, spec, &row.variant, kv.config);
   } catch (const std::invalid_argument& e) {
     gpu_err = e.what();
   }
-  row.variant = "float:" + row.variant;
+  row.variant = "float:" + row.variant + (&kv == &kKernelVariants[0] ? "" : std::string("/") + kv.name);
   if (!compare_rejections(cpu_err, gpu_err, row)) {
     auto add = [&](int64_t bytes, int64_t mism) {
       row.bytes += bytes;
@@ -310,6 +310,10 @@ void arithmetic_rows(const ValidateOptions& opt, std::vector<ValidationRow>& row
       arith_row("exhaustive",
                 "fp8-cvt:hw-vs-soft,e4m3+e5m2,all-65536-halves(f32+f16x2)+all-2^32-floats+256-codes,no-NaN",
                 check_fp8_conversion()));
+  rows.push_back(
+      arith_row("exhaustive",
+                "fp4-code:fast-vs-recipe,all-2^32-floats+mx-255-scales-x-2^16+nv-2^30-random-pairs,no-NaN",
+                check_fp4_code()));
 }
 
 }  // namespace
@@ -333,7 +337,7 @@ std::vector<ValidationRow> validate(const ValidateOptions& opt) {
       if (spec.group > L) continue;  // group larger than this shape's axis: not a case
       for (bool half_in : {true, false}) check(d, spec, half_in, variants, rows);
     }
-  for (const FormatEntry& e : kFloatFormats) {  // scaled float formats: no kernel variants
+  for (const FormatEntry& e : kFloatFormats) {  // scaled float formats: FP4 has ieee-div
     if (!format_selected(e, opt.only)) continue;
     const FloatSpec spec = parse_float_spec(e.spec);
     if (!e.gpu) {
@@ -343,8 +347,14 @@ std::vector<ValidationRow> validate(const ValidateOptions& opt) {
     }
     for (const Data& d : data)
       for (bool half_in : {true, false}) {
-        check_float(d, spec, half_in, false, rows);
-        if (spec.fp8()) check_float(d, spec, half_in, true, rows);
+        if (spec.fp8()) {
+          check_float(d, spec, half_in, false, rows);
+          check_float(d, spec, half_in, true, rows);
+          continue;
+        }
+        // FP4: every selected variant whose quantize differs in the division (fast_div)
+        for (const KernelVariant* v : variants)
+          if (v == &kKernelVariants[0] || !v->config.fast_div) check_float(d, spec, half_in, false, rows, *v);
       }
   }
   return rows;

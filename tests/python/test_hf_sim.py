@@ -81,6 +81,18 @@ def test_fast_attention_equals_each_steps_own_view(spec):
     assert (fast - slow).abs().max() <= 1e-5 * slow.abs().max()
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (the attention on the model's device)")
+def test_cuda_model_matches_the_cpu():
+    # One layer, as above: the attention runs on the GPU, the method's bytes come from the same
+    # CPU core, so only fp32 summation order differs.
+    model, tokens = tiny(layers=1), ids(60)
+    m = kvlab.Method(SMALL[1])
+    with kvlab.hf.apply_method(model, m), torch.no_grad():
+        cpu = model(tokens).logits
+        gpu = model.cuda()(tokens.cuda()).logits.cpu()
+    assert (gpu - cpu).abs().max() <= 1e-4 * cpu.abs().max()
+
+
 def test_quantization_changes_the_logits_and_fp16_barely():
     model, tokens = tiny(), ids(60)
     with torch.no_grad():

@@ -36,9 +36,11 @@ std::vector<uint8_t> unpack_codes(const QuantizedTensor& q, const KernelConfig& 
 
 // core's float_quant.h on the GPU (FP8 with the hardware conversion, NVFP4, MXFP4): scales from
 // x on the device (dynamic) or given (calibrated), byte for byte the CPU's.
-FloatQuantized quantize_float(const TensorView& x, const FloatSpec& s, std::string* variant = nullptr);
+// cfg: only fast_div matters (FP4's code step).
+FloatQuantized quantize_float(const TensorView& x, const FloatSpec& s, std::string* variant = nullptr,
+                              const KernelConfig& cfg = {});
 FloatQuantized quantize_float(const TensorView& x, const FloatSpec& s, const std::vector<float>& scales,
-                              std::string* variant = nullptr);
+                              std::string* variant = nullptr, const KernelConfig& cfg = {});
 std::vector<float> dequantize_float(const FloatQuantized& q);
 std::vector<uint16_t> dequantize_float_half(const FloatQuantized& q);
 
@@ -84,6 +86,8 @@ ArithCheck check_hw_minmax();
 // The hardware FP8 conversions vs minifloat.h's integer code: every fp16 value (float and
 // f16x2 instructions), all 2^32 floats but NaN, all 256 codes decoded; e4m3 and e5m2.
 ArithCheck check_fp8_conversion();
+// FP4's fast code step (quant_float.cu) vs core's fp4_code, on the device.
+ArithCheck check_fp4_code();
 
 struct ValidationRow {
   std::string data;     // random, llama3-k, llama3-v, adversarial, ...

@@ -11,8 +11,9 @@ struct KernelConfig {
   // kernels, which every shape can take). false: the tile / vec / warp / page kernels on every
   // shape, so validate checks them on all data, not only on the shapes that need them.
   bool fast_kernels = true;
-  // Register-tile and radix-page quantize: reciprocal + Markstein quotient (fastq.cuh);
-  // false: the recipe's per-element IEEE division.
+  // Register-tile and radix-page quantize: reciprocal + Markstein quotient (fastq.cuh); FP4
+  // quantize: that quotient (exact reciprocal for MXFP4) and a float-trick E2M1 rounding
+  // (quant_float.cu). false: the recipe's per-element IEEE division (and E2M1 encoding).
   bool fast_div = true;
   // Register-tile and radix-page quantize: hardware min/max (FMNMX, HMNMX2); false: order keys.
   bool hw_minmax = true;

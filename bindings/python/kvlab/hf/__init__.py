@@ -8,8 +8,8 @@
 
 Supported: Llama-family models whose attention goes through transformers' AttentionInterface
 (Llama, Mistral without a sliding window, Qwen2; GQA), unpadded batches, on the CPU or a GPU
-(the method's arithmetic runs on the CPU through kvlab's C++ core, so the bytes are the
-reference bytes; methods without a streaming rule, such as int8 group=all, fp8 with dynamic
+(the attention runs on the model's device; the method's arithmetic runs on the CPU through
+kvlab's C++ core, so the bytes are the reference bytes; methods without a streaming rule, such as int8 group=all, fp8 with dynamic
 scales or NVFP4, are refused by Method.check_decodable with what to use instead). The attention itself is computed by kvlab ("eager"-like, fp32 softmax)
 whatever the model's attn_implementation was (eager or sdpa); it is restored afterwards.
 """

@@ -1,5 +1,6 @@
 """The transformers attention function "kvlab": each query sees the KV cache as the method holds
-it at its step of decoding, in full-sequence forwards and in generation alike.
+it at its step of decoding, in full-sequence forwards and in generation alike. The attention runs
+on the tensors' device (a GPU keeps it there); only the method's arithmetic goes through the CPU.
 
 The rule is core's (kvlab/decode_view.h, docs/FORMATS.md section 10), shared with ``kvlab ppl``:
 query position t sees, for each key j <= t, row j of ``Method.decode_final(fp16(K), fp16(V))``
@@ -25,15 +26,16 @@ def _causal_mask_check(mask, start, T):
 
 
 class _Schedules:
-    """decode_schedules(T) of one method, cached per T (every layer of a forward asks)."""
+    """decode_schedules(T) of one method on a device, cached per (T, device) (every layer of a
+    forward asks)."""
 
     def __init__(self, method):
         self._method, self._cache = method, {}
 
-    def __call__(self, T):
-        if T not in self._cache:
-            self._cache = {T: torch.from_numpy(self._method.decode_schedules(T))}
-        return self._cache[T]
+    def __call__(self, T, device):
+        if (T, device) not in self._cache:
+            self._cache = {(T, device): torch.from_numpy(self._method.decode_schedules(T)).to(device)}
+        return self._cache[(T, device)]
 
 
 def _blend(mask, x_hat, x16):
@@ -49,23 +51,25 @@ def _blend(mask, x_hat, x16):
 def _attend_head(q, k, v, method, rows, layer, kv_head, scaling, block=128):
     """q: (G, Tq, D) float32, the query heads of this KV head; k, v: (T, D). Returns (G, Tq, D).
     Queries go in blocks of `block` positions, each against the keys up to its last position."""
-    T, start = k.shape[0], k.shape[0] - q.shape[1]
-    # The cache holds fp16 K and V (as kvlab ppl's runner): the method quantizes those. One head
-    # as (1, T, D): the shape vq's codebooks ask for.
+    T, start, dev = k.shape[0], k.shape[0] - q.shape[1], q.device
+    # The cache holds fp16 K and V (as kvlab ppl's runner): the method quantizes those (on the
+    # CPU, core's bytes). One head as (1, T, D): the shape vq's codebooks ask for.
     k16, v16 = k.half().float(), v.half().float()
-    k_hat, v_hat = (torch.from_numpy(x[0]) for x in method.decode_final(k16.numpy()[None], v16.numpy()[None],
-                                                                         layer=layer, kv_head=kv_head))
+    k_hat, v_hat = (torch.from_numpy(x[0]).to(dev)
+                    for x in method.decode_final(k16.cpu().numpy()[None], v16.cpu().numpy()[None],
+                                                 layer=layer, kv_head=kv_head))
     out = torch.empty_like(q)
+    positions = torch.arange(T, device=dev)
     for a in range(start, T, block):
         b = min(a + block, T)
-        j, r, qs = torch.arange(b), rows[a:b], q[:, a - start:b - start]
+        j, r, qs = positions[:b], rows[a:b], q[:, a - start:b - start]
         key_mask = (j >= r[:, 0:1]) & (j < r[:, 1:2])  # (queries, keys): row j quantized in step t's view
         value_mask = (j >= r[:, 2:3]) & (j < r[:, 3:4])
         kb, kc, kd, ks = _blend(key_mask, k_hat[:b], k16[:b])
         scores = qs @ kb.T
         if len(kc):
             scores[..., kc] += (qs @ kd.T) * ks
-        scores = (scores * scaling).masked_fill(j[None, :] > torch.arange(a, b)[:, None], float("-inf"))
+        scores = (scores * scaling).masked_fill(j[None, :] > positions[a:b, None], float("-inf"))
         p = torch.softmax(scores, dim=-1)
         vb, vc, vd, vs = _blend(value_mask, v_hat[:b], v16[:b])
         o = p @ vb
@@ -85,16 +89,16 @@ def kvlab_attention(module, query, key, value, attention_mask, scaling, dropout=
     B, Hq, Tq, D = query.shape
     Hkv, T = key.shape[1], key.shape[2]
     _causal_mask_check(attention_mask, T - Tq, T)
-    G, rows = Hq // Hkv, schedules(T)
+    G, rows = Hq // Hkv, schedules(T, query.device)
     with torch.no_grad():
-        q32 = query.detach().float().cpu()
-        k32, v32 = key.detach().float().cpu().contiguous(), value.detach().float().cpu().contiguous()
-        out = torch.empty((B, Hq, Tq, D), dtype=torch.float32)
+        q32 = query.detach().float()
+        k32, v32 = key.detach().float().contiguous(), value.detach().float().contiguous()
+        out = torch.empty((B, Hq, Tq, D), dtype=torch.float32, device=query.device)
         for b in range(B):
             for h in range(Hkv):
                 out[b, h * G:(h + 1) * G] = _attend_head(q32[b, h * G:(h + 1) * G], k32[b, h], v32[b, h], method,
                                                          rows, module.layer_idx, h, scaling)
-    return out.to(device=query.device, dtype=query.dtype).transpose(1, 2).contiguous(), None
+    return out.to(dtype=query.dtype).transpose(1, 2).contiguous(), None
 
 
 def register():
