@@ -313,6 +313,7 @@ std::vector<DecodeShape> decode_shapes(const DecodeCache::Impl& c, DecodeKernel 
     if (k == DecodeKernel::Stream)
       d.main_tokens = attn::stream_main_tokens(c.kind.kbits, s.L, (int)s.k.f.T, (int)s.v.f.T);
     d.mma = k == DecodeKernel::Stream && c.kind.kbits > 0;
+    if (k == DecodeKernel::Stream) d.run_tiles = attn::stream_run_tiles(c.kind.kbits);
     out.push_back(d);
   }
   return out;
@@ -329,7 +330,8 @@ int auto_splits(const DecodeCache& cache, DecodeKernel kernel) {
     for (const attn::AttnSeq& s : c.seqs)
       tiles = std::max(tiles, attn::stream_main_tokens(c.kind.kbits, s.L, (int)s.k.f.T, (int)s.v.f.T) / tt);
     const int slots = sms * std::max(1, attn::stream_blocks_per_sm(c.kind));
-    return std::max(1, std::min(slots / (c.B * c.Hkv), tiles / attn::kStreamWarps));
+    return std::max(1, std::min(slots / (c.B * c.Hkv),
+                                tiles / (attn::kStreamWarps * attn::stream_run_tiles(c.kind.kbits))));
   }
   int max_len = 0;
   for (int L : c.lens) max_len = std::max(max_len, L);

@@ -52,6 +52,8 @@ __device__ __forceinline__ uint16_t split_half(float x, int E, bool lo) {
   return __half_as_ushort(lo ? __float2half_rn(__fsub_rn(y, __half2float(h))) : h);
 }
 
-__device__ __forceinline__ uint32_t pack2(uint16_t lo_k, uint16_t hi_k) { return lo_k | ((uint32_t)hi_k << 16); }
+__device__ __forceinline__ uint32_t pack2(uint16_t lo_k, uint16_t hi_k) {
+  return lo_k | ((uint32_t)hi_k << 16);
+}
 
 }  // namespace kvlab::gpu::attn

@@ -69,7 +69,8 @@ double decode_error_bound(const float* q_head, const float* k_hat, const float* 
   const double eta = std::log(2.0) * 2 * delta + 4 * u;
   if (shape.kernel == DecodeKernel::Stream) {
     const int W = attn::kStreamWarps, ntiles = shape.main_tokens / tile_tokens;
-    const int per_warp = ((ntiles + splits - 1) / splits + W - 1) / W;  // tiles
+    const int R = shape.run_tiles, per = (ntiles + splits - 1) / splits;
+    const int per_warp = R * (((per + R - 1) / R + W - 1) / W);  // tiles: runs of R, warps in turn
     const int rest = L - shape.main_tokens;
     const int rescales = per_warp + (rest + 31) / 32 + W + splits;
     const double n = (double)per_warp * tile_tokens + rest + tile_tokens / 32 + 5 + W + splits + rescales + 8;

@@ -210,17 +210,19 @@ struct StreamWarp {
   // the bias q . zero of the heads of this lane's logit columns (2 (tig & 1), + 1).
   __device__ __forceinline__ void key_group() {
     const int g = gid & 3;
-    float x[8][4], mx = 0.0f, bz = 0.0f;
+    // q * scale is formed twice (max, then split) rather than held: fewer live registers
+    auto qs = [&](int kb, int r) {
+      const int c = 16 * kb + 2 * tig + (r & 1) + 8 * (r >> 1);
+      return __fmul_rn(sQ[c][g], kpar[c].x);
+    };
+    float mx = 0.0f, bz = 0.0f;
 #pragma unroll
     for (int kb = 0; kb < 8; ++kb)
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
         const int c = 16 * kb + 2 * tig + (r & 1) + 8 * (r >> 1);
-        const float q = sQ[c][g];
-        const float2 p = kpar[c];
-        x[kb][r] = __fmul_rn(q, p.x);
-        mx = fmaxf(mx, fabsf(x[kb][r]));
-        bz = __fmaf_rn(q, p.y, bz);
+        mx = fmaxf(mx, fabsf(qs(kb, r)));
+        bz = __fmaf_rn(sQ[c][g], kpar[c].y, bz);
       }
     for (int off = 1; off < 4; off <<= 1) {
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
@@ -229,8 +231,8 @@ struct StreamWarp {
     const int E = split_exponent(mx, 0);
 #pragma unroll
     for (int kb = 0; kb < 8; ++kb) {
-      kfrag[kb][0] = pack2(split_half(x[kb][0], E, gid >= 4), split_half(x[kb][1], E, gid >= 4));
-      kfrag[kb][1] = pack2(split_half(x[kb][2], E, gid >= 4), split_half(x[kb][3], E, gid >= 4));
+      kfrag[kb][0] = pack2(split_half(qs(kb, 0), E, gid >= 4), split_half(qs(kb, 1), E, gid >= 4));
+      kfrag[kb][1] = pack2(split_half(qs(kb, 2), E, gid >= 4), split_half(qs(kb, 3), E, gid >= 4));
     }
     for (int i = 0; i < 2; ++i) {
       const int src = 4 * (2 * (tig & 1) + i);  // lane gid = head, tig 0
@@ -496,7 +498,7 @@ struct StreamWarp {
 };
 
 template <int KB, bool DBG>
-__global__ void __launch_bounds__(kStreamWarps * 32) decode_stream(AttnArgs a) {
+__global__ void __launch_bounds__(kStreamWarps * 32, KB ? 4 : 1) decode_stream(AttnArgs a) {
   using G = StreamGeo<KB>;
   constexpr int TT = G::TT;
   extern __shared__ __align__(16) unsigned char smem[];
@@ -516,16 +518,17 @@ __global__ void __launch_bounds__(kStreamWarps * 32) decode_stream(AttnArgs a) {
   const int L = sq.L;
   const int M = stream_main_tokens(KB, L, (int)sq.k.f.T, (int)sq.v.f.T);
   const int ntiles = M / TT, per = (ntiles + a.splits - 1) / a.splits;
-  // fp16: the warps interleave over the split's tiles; packed: each warp takes a run of
-  // consecutive tiles, so a key group's MMA operand serves every tile of the group
-  constexpr int step = KB ? 1 : kStreamWarps;
-  const int ts = split * per, pw = (per + kStreamWarps - 1) / kStreamWarps;
-  const int te = KB ? min(ntiles, min(ts + per, ts + (warp + 1) * pw)) : min(ntiles, ts + per);
-  int tile = KB ? ts + warp * pw : ts + warp;
+  // the warps take runs of R consecutive tiles in turn (stream_run_tiles): a packed run is 128
+  // tokens, one kivi key group (its MMA operand is built once) and whole 32-byte sectors of every
+  // key row; the block's warps sweep neighbouring runs together
+  constexpr int R = stream_run_tiles(KB);
+  const int ts = split * per, te = min(ntiles, ts + per);
+  auto tile_of = [&](int k) { return ts + (k / R) * (R * kStreamWarps) + warp * R + k % R; };
+  int tile = tile_of(0);
   if (tile < te) w.issue(tile, w.stage(0));
   cp_async_commit();
-  for (int k = 0; tile < te; ++k, tile += step) {
-    if (tile + step < te) w.issue(tile + step, w.stage((k + 1) & 1));
+  for (int k = 0; tile < te; ++k, tile = tile_of(k)) {
+    if (tile_of(k + 1) < te) w.issue(tile_of(k + 1), w.stage((k + 1) & 1));
     cp_async_commit();
     if constexpr (KB > 0) w.load_params(tile);
     cp_async_wait<1>();

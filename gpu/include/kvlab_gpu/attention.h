@@ -66,6 +66,7 @@ struct DecodeShape {
   int tile_tokens = 0;  // the kernel's tile
   int main_tokens = 0;  // Stream: tokens in staged tiles (the rest go one by one)
   bool mma = false;     // Stream over a packed cache: the staged tiles run on tensor cores
+  int run_tiles = 1;    // Stream: consecutive tiles a warp takes in turn
 };
 struct DecodeResult {
   std::vector<float> out;           // (B, Hq, D)
