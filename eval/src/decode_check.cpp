@@ -30,9 +30,10 @@ DecodeCase make_decode_case(const Method& m, const std::vector<int>& lengths, in
                             uint64_t seed) {
   if (lengths.empty()) throw std::invalid_argument("decode case: no sequence lengths");
   if (Hkv < 1 || Hq < 1 || Hq % Hkv != 0)
-    throw std::invalid_argument("decode case: " + std::to_string(Hq) + " query heads for " + std::to_string(Hkv) +
-                                " KV heads (want a positive multiple)");
-  if (D < 1 || D > 1024) throw std::invalid_argument("decode case: head dim " + std::to_string(D) + " (want 1..1024)");
+    throw std::invalid_argument("decode case: " + std::to_string(Hq) + " query heads for " +
+                                std::to_string(Hkv) + " KV heads (want a positive multiple)");
+  if (D < 1 || D > 1024)
+    throw std::invalid_argument("decode case: head dim " + std::to_string(D) + " (want 1..1024)");
   const bool fp16 = m.family() == "fp16";
   if (!fp16 && (!m.key_quantizer() || !m.value_quantizer()))
     throw std::invalid_argument("decode case: method '" + m.spec() +
@@ -84,20 +85,21 @@ void check_decode_case(const DecodeCase& c) {
   const MethodPtr m = parse_method(c.method);
   const int B = c.batch();
   if (B < 1 || (int)c.sinks.size() != B || (int)c.k.size() != B || (int)c.v.size() != B)
-    throw std::invalid_argument("decode case: " + std::to_string(B) + " lengths, " + std::to_string(c.sinks.size()) +
-                                " sinks, " + std::to_string(c.k.size()) + " key and " + std::to_string(c.v.size()) +
+    throw std::invalid_argument("decode case: " + std::to_string(B) + " lengths, " +
+                                std::to_string(c.sinks.size()) + " sinks, " + std::to_string(c.k.size()) +
+                                " key and " + std::to_string(c.v.size()) +
                                 " value sequences (want the same number, >= 1)");
   if (c.Hkv < 1 || c.Hq < 1 || c.Hq % c.Hkv != 0 || c.D < 1)
     throw std::invalid_argument("decode case: heads " + std::to_string(c.Hq) + "/" + std::to_string(c.Hkv) +
                                 ", head dim " + std::to_string(c.D));
   if (c.q.size() != (size_t)B * c.Hq * c.D)
-    throw std::invalid_argument("decode case: q has " + std::to_string(c.q.size()) + " values, want B*Hq*D = " +
-                                std::to_string((size_t)B * c.Hq * c.D));
+    throw std::invalid_argument("decode case: q has " + std::to_string(c.q.size()) +
+                                " values, want B*Hq*D = " + std::to_string((size_t)B * c.Hq * c.D));
   for (int b = 0; b < B; ++b) {
     const int L = c.lengths[b];
     if (L < 1 || c.sinks[b] < 0 || c.sinks[b] > L)
-      throw std::invalid_argument("decode case: sequence " + std::to_string(b) + ": length " + std::to_string(L) +
-                                  ", sink " + std::to_string(c.sinks[b]));
+      throw std::invalid_argument("decode case: sequence " + std::to_string(b) + ": length " +
+                                  std::to_string(L) + ", sink " + std::to_string(c.sinks[b]));
     for (int role = 0; role < 2; ++role) {
       const DecodeRole& r = role == 0 ? c.k[b] : c.v[b];
       const int64_t np = r.packed_tokens();
@@ -113,7 +115,8 @@ void check_decode_case(const DecodeCase& c) {
                                       ", n <= L - sink, " + std::to_string(c.D) + "))");
       }
       if (r.fp16.size() != (size_t)c.Hkv * (L - np) * c.D)
-        throw std::invalid_argument("decode case: " + where(b, role == 0) + ": " + std::to_string(r.fp16.size()) +
+        throw std::invalid_argument("decode case: " + where(b, role == 0) + ": " +
+                                    std::to_string(r.fp16.size()) +
                                     " fp16 values, want KV heads * (L - packed) * D = " +
                                     std::to_string((size_t)c.Hkv * (L - np) * c.D));
     }
@@ -193,8 +196,9 @@ DecodeCheckResult check_decode_output(const DecodeCase& c, const std::vector<flo
       const double delta = (2 * uo + gamma(D + 2)) * amax;
       const double eta = 2 * delta * (1 + 2 * delta) + 4 * ua;
       row.bound = atol > 0 ? atol
-                           : eta < 0.5 ? vmax * (2 * eta / (1 - eta) + 2 * gamma(L + 4) + 3 * uo + 4 * ua + arith.output_u)
-                                       : HUGE_VAL;
+                  : eta < 0.5
+                      ? vmax * (2 * eta / (1 - eta) + 2 * gamma(L + 4) + 3 * uo + 4 * ua + arith.output_u)
+                      : HUGE_VAL;
       for (int ch = 0; ch < D; ++ch) {
         double ref = 0;
         for (int t = 0; t < L; ++t) ref += logit[t] / den * vh[(size_t)t * D + ch];
