@@ -4,8 +4,10 @@
 // and the tiles' bytes are staged in shared memory by cp.async one tile ahead, so the bytes in
 // flight cost shared memory instead of registers and no __syncthreads runs per tile. The block
 // merges its warps into one split partial (combine_splits then merges the splits).
-// Every K_hat / V_hat is core's fp32 value (recipe: code * scale + zero, no FMA; fp16 exactly);
-// logits and P V are fp32 FMA chains (docs/FORMATS.md section 9.3 bounds them).
+// fp16 tiles and the token-by-token rest: every K_hat / V_hat is core's fp32 value (recipe:
+// code * scale + zero, no FMA; fp16 exactly), logits and P V fp32 FMA chains. Packed (kivi)
+// tiles: codes times q * scale and p * scale on tensor cores, zeros apart (attn_mma.cuh,
+// docs/FORMATS.md sections 9.2 and 9.3).
 #pragma once
 #include <cuda_fp16.h>
 
@@ -34,7 +36,7 @@ struct StreamGeo {
   static constexpr int PARAMS = KB ? (kSD + TT) * 8 : 0;
   static constexpr int WARP = 2 * STAGE + TT * kSG * 4 + PARAMS;
   static constexpr int SMEM = kSD * kSG * 4 + kStreamWarps * WARP;
-  static_assert(KB == 0 || TPL * KB == 4, "a lane's key codes of one channel are half a byte");
+  static_assert(KB == 0 || KROW == 16, "the MMA fragments read 16-byte key rows (4 words per channel)");
 };
 
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
