@@ -11,7 +11,8 @@ namespace kvlab::cli {
 // command has its own key (add_all_commands refuses two with the same), so the order never
 // depends on link order:
 //   20 dump, 21 tokenize, 22 synth, 24 info, 30 quantize, 40 eval, 55 kmeans, 60 sensitivity,
-//   61 boost-sweep, 62 vq, 63 plan, 80 methods, 90 demo, 100 gpu (CUDA builds, registered by main).
+//   61 boost-sweep, 62 vq, 63 plan, 80 methods, 90 demo, 100 gpu (CUDA builds, registered by main),
+//   41 ppl, 42 check-attention.
 using AddCommand = void (*)(CLI::App&);
 int register_command(int order, AddCommand add);
 void add_all_commands(CLI::App& app);

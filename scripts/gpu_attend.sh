@@ -4,19 +4,23 @@
 # racecheck on small cases, then attend-bench joined with torch SDPA (scripts/attend_sdpa.py).
 # Logs and the table go to $OUT (or ./gpu_attend_out).
 # --ncu: Nsight Compute of the split and streaming kernels (fp16, kivi-2; B=8, L=32K) -> ncu.log.
-# KVLAB_GPU_BIN=DIR: use DIR/kvlab-gpu (a build made elsewhere) instead of building; no gtest then.
+# KVLAB_GPU_BIN=DIR: use DIR/kvlab-gpu (a build made elsewhere) instead of building; the gtest too
+# when DIR/gpu_attention_test exists.
+# NCU_KERNELS, NCU_METHODS, SAN_TOOLS, SAN_METHODS: override the lists below. --stop-on-fail: nothing after a
+# failed attend-validate.
 # Usage: bash scripts/gpu_attend.sh [--no-sanitize] [--no-bench] [--ncu] [--bench-args "ARGS"]
 set -u -o pipefail
 cd "$(dirname "$0")/.."
 OUTDIR=${OUT:-$PWD/gpu_attend_out}; mkdir -p "$OUTDIR"
-SAN=1; BENCH=1; NCU=0; BARGS=""
-while [ $# -gt 0 ]; do case $1 in --no-sanitize) SAN=0;; --no-bench) BENCH=0;; --ncu) NCU=1;; --bench-args) BARGS=$2; shift;; esac; shift; done
+SAN=1; BENCH=1; NCU=0; BARGS=""; STOP=0
+while [ $# -gt 0 ]; do case $1 in --no-sanitize) SAN=0;; --no-bench) BENCH=0;; --ncu) NCU=1;; --bench-args) BARGS=$2; shift;; --stop-on-fail) STOP=1;; esac; shift; done
 export PATH=/usr/local/cuda/bin:$PATH
 B=build-gpu-attend
 status=0
 { date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv; nvcc --version | tail -1; } 2>&1 | tee "$OUTDIR/machine.log"
 if [ -n "${KVLAB_GPU_BIN:-}" ]; then
-  mkdir -p $B/gpu && cp "$KVLAB_GPU_BIN/kvlab-gpu" $B/gpu/ && echo "prebuilt $KVLAB_GPU_BIN/kvlab-gpu"
+  mkdir -p $B/gpu $B/tests/gpu && cp "$KVLAB_GPU_BIN/kvlab-gpu" $B/gpu/ && echo "prebuilt $KVLAB_GPU_BIN/kvlab-gpu"
+  [ -f "$KVLAB_GPU_BIN/gpu_attention_test" ] && cp "$KVLAB_GPU_BIN/gpu_attention_test" $B/tests/gpu/
 else
   GT=""; [ -f .deps/googletest/CMakeLists.txt ] && GT="-DKVLAB_GTEST_SOURCE=$PWD/.deps/googletest"
   cmake -S . -B $B -DKVLAB_GPU_ONLY=ON -DKVLAB_GPU_PTXAS_VERBOSE=ON -DCMAKE_CUDA_COMPILER=$(command -v nvcc) $GT >"$OUTDIR/build.log" 2>&1 &&
@@ -26,13 +30,14 @@ else
   echo "build ok"
 fi
 $B/gpu/kvlab-gpu attend-validate 2>&1 | tee "$OUTDIR/validate.log"; rc=${PIPESTATUS[0]}; echo "attend-validate exit $rc"; [ $rc -ne 0 ] && status=1
+[ $STOP -eq 1 ] && [ $status -ne 0 ] && { grep FAIL "$OUTDIR/validate.log" | head -20; exit 1; }
 if [ -x $B/tests/gpu/gpu_attention_test ]; then
   $B/tests/gpu/gpu_attention_test > "$OUTDIR/gtest.log" 2>&1; rc=$?; echo "gpu_attention_test exit $rc: $(grep -E '^\[  (PASSED|FAILED)' "$OUTDIR/gtest.log" | tr '\n' ' ')"; [ $rc -ne 0 ] && status=1
 fi
 if [ $NCU -eq 1 ]; then
   NCU_BIN=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
   if [ -z "$NCU_BIN" ]; then echo "ncu: not found" | tee "$OUTDIR/ncu.log"; else
-    for k in split stream; do for m in fp16 kivi-2; do
+    for k in ${NCU_KERNELS:-split stream}; do for m in ${NCU_METHODS:-fp16 kivi-2}; do
       echo "=== $k $m B=8 L=32768" >> "$OUTDIR/ncu.log"
       timeout 180 "$NCU_BIN" --kernel-name regex:decode_s --launch-skip 1 --launch-count 1 \
         --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
@@ -43,8 +48,8 @@ if [ $NCU -eq 1 ]; then
   fi
 fi
 if [ $SAN -eq 1 ]; then
-  for tool in memcheck racecheck; do
-    for m in fp16 int8 kivi-4 kivi-2-sink kitty; do
+  for tool in ${SAN_TOOLS:-memcheck racecheck}; do
+    for m in ${SAN_METHODS:-fp16 int8 kivi-4 kivi-2-sink kitty}; do
       timeout "${SAN_TIMEOUT:-120}" compute-sanitizer --tool $tool --error-exitcode 9 $B/gpu/kvlab-gpu attend-validate --small --method $m ${SAN_ARGS:-} \
         > "$OUTDIR/san.log.tmp" 2>&1; rc=$?
       echo "$tool $m: exit $rc; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUTDIR/san.log.tmp" | tr '\n' ' ')" | tee -a "$OUTDIR/sanitizer.log"

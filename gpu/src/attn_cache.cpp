@@ -89,6 +89,22 @@ attn::AttnPart part_of(const DeviceQuant& d, const PackedLayout& f) {
   return p;
 }
 
+// |scale * code| + |zero| of q's elements (asymmetric plain layouts; others stay 0) into the
+// rows [S, S + n) of mag (H, L, D).
+void add_magnitudes(const QuantizedTensor& q, int64_t S, int64_t L, std::vector<float>& mag) {
+  const PackedLayout f = layout_of(q);
+  if (f.boost || f.sym) return;
+  const std::vector<uint8_t> codes = unpack_codes(q);
+  for (int64_t h = 0; h < f.N; ++h)
+    for (int64_t t = 0; t < f.T; ++t)
+      for (int64_t c = 0; c < f.D; ++c) {
+        const int64_t i = f.channel ? (h * f.D + c) * f.groups + t / f.G : (h * f.T + t) * f.groups + c / f.G;
+        const double m =
+            std::fabs((double)q.scale[i] * codes[f.elem(h, t, c)]) + std::fabs((double)q.zero[i]);
+        mag[(h * L + S + t) * f.D + c] = (float)(m * (1 + 0x1p-20));  // rounded up
+      }
+}
+
 // Tokens [b, e) of x (H, L, D) as fp32 (H, e - b, D).
 Tensor token_range(const TensorView& x, int64_t b, int64_t e) {
   const int64_t H = x.shape[0], L = x.shape[1], D = x.shape[2];
@@ -137,6 +153,9 @@ std::unique_ptr<DecodeCache> make_decode_cache(const Method& m, const std::vecto
     const std::optional<QuantizerSpec> specs[2] = {m.key_quantizer(), m.value_quantizer()};
     const int64_t ends[2] = {s.key_end, s.value_end};
     const TensorView* xs[2] = {&k, &v};
+    PackedMagnitudes mag;
+    mag.k.assign((size_t)(impl->Hkv * L * impl->D), 0.0f);
+    mag.v.assign(mag.k.size(), 0.0f);
     for (int role = 0; role < 2; ++role) {
       attn::AttnPart& part = role == 0 ? seq.k : seq.v;
       const int64_t n = ends[role] - seq.S;
@@ -146,6 +165,7 @@ std::unique_ptr<DecodeCache> make_decode_cache(const Method& m, const std::vecto
         impl->packed.push_back(upload(q));
         part = part_of(impl->packed.back(), layout_of(q));
         check_part(part, impl->kind, role == 0);
+        add_magnitudes(q, seq.S, L, role == 0 ? mag.k : mag.v);
       }
       // fp16 rows: the sink, then the tokens after the packed range (as core keeps them)
       const int64_t packed = part.f.T, rows = L - packed;
@@ -163,9 +183,19 @@ std::unique_ptr<DecodeCache> make_decode_cache(const Method& m, const std::vecto
     }
     impl->lens.push_back((int)L);
     impl->seqs.push_back(seq);
+    impl->mags.push_back(std::move(mag));
   }
   impl->finish();
   return std::make_unique<DecodeCache>(std::move(impl));
+}
+
+const PackedMagnitudes& packed_magnitudes(const DecodeCache& cache, int b) {
+  const auto& c = cache.impl();
+  if (b < 0 || b >= (int)c.mags.size())
+    throw std::invalid_argument("packed_magnitudes: sequence " + std::to_string(b) + " of a cache with " +
+                                std::to_string(c.mags.size()) +
+                                " (only caches from make_decode_cache keep them)");
+  return c.mags[b];
 }
 
 std::unique_ptr<DecodeCache> make_random_decode_cache(const Method& m, int B, int Hkv, int D, int L,
@@ -282,6 +312,8 @@ std::vector<DecodeShape> decode_shapes(const DecodeCache::Impl& c, DecodeKernel 
                                               : attn::attn_tile_tokens(c.kind.kbits);
     if (k == DecodeKernel::Stream)
       d.main_tokens = attn::stream_main_tokens(c.kind.kbits, s.L, (int)s.k.f.T, (int)s.v.f.T);
+    d.mma = k == DecodeKernel::Stream && c.kind.kbits > 0;
+    if (k == DecodeKernel::Stream) d.run_tiles = attn::stream_run_tiles(c.kind.kbits);
     out.push_back(d);
   }
   return out;
@@ -298,7 +330,8 @@ int auto_splits(const DecodeCache& cache, DecodeKernel kernel) {
     for (const attn::AttnSeq& s : c.seqs)
       tiles = std::max(tiles, attn::stream_main_tokens(c.kind.kbits, s.L, (int)s.k.f.T, (int)s.v.f.T) / tt);
     const int slots = sms * std::max(1, attn::stream_blocks_per_sm(c.kind));
-    return std::max(1, std::min(slots / (c.B * c.Hkv), tiles / attn::kStreamWarps));
+    return std::max(1, std::min(slots / (c.B * c.Hkv),
+                                tiles / (attn::kStreamWarps * attn::stream_run_tiles(c.kind.kbits))));
   }
   int max_len = 0;
   for (int L : c.lens) max_len = std::max(max_len, L);

@@ -17,7 +17,8 @@ struct DecodeCache::Impl {
   std::vector<attn::AttnSeq> seqs;  // host copy
   DeviceBuffer dev_seqs;
   int64_t bytes = 0;
-  void finish();  // upload seqs, count bytes
+  std::vector<PackedMagnitudes> mags;  // per sequence (make_decode_cache only)
+  void finish();                       // upload seqs, count bytes
 };
 
 // Device buffers and arguments of one decode step (q, partials, output); run() launches it.

@@ -2,6 +2,7 @@
 // arithmetic (docs/FORMATS.md section 9.3).
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 #include <vector>
 
 #include "attn_types.h"
@@ -42,8 +43,15 @@ std::vector<double> decode_reference(const float* q, const float* k_hat, const f
 //  Streaming kernel: a lane's P V chain holds its warp's share of the split's staged tiles plus
 //  (at most) every token of the rest, then the merges of warps and splits; its rescales are one
 //  per tile or rest chunk plus the merges.
+//  Tensor-core tiles (shape.mma) sum codes times (q * scale) and (p * scale) and the zeros apart:
+//  each term's magnitude is then |K_hat| + |scale code| + |zero| (k_extra adds the last two; same
+//  for values), and the extra roundings (the products q * scale and p * scale, their hi + lo
+//  split to 2^-22, the MMA's fp32 accumulation taken as 8 u per 16-term step, hi + lo and the
+//  final scaling) stay under gamma(D + 2) for the logits and add 8 u max|v| for P V.
 double decode_error_bound(const float* q_head, const float* k_hat, const float* v_hat, int L, int D,
-                          const DecodeShape& shape) {
+                          const DecodeShape& shape, const float* k_extra, const float* v_extra) {
+  if (shape.mma && (!k_extra || !v_extra))
+    throw std::invalid_argument("decode_error_bound: the tensor-core kernel's bound needs packed_magnitudes");
   const int splits = shape.splits, tile_tokens = shape.tile_tokens;
   const double u = std::ldexp(1.0, -24);
   auto gamma = [u](double n) { return n * u / (1 - n * u); };
@@ -51,8 +59,9 @@ double decode_error_bound(const float* q_head, const float* k_hat, const float* 
   for (int t = 0; t < L; ++t) {
     double a = 0;
     for (int c = 0; c < D; ++c) {
-      a += std::fabs((double)q_head[c] * k_hat[(size_t)t * D + c]);
-      vmax = std::max(vmax, (double)std::fabs(v_hat[(size_t)t * D + c]));
+      const size_t i = (size_t)t * D + c;
+      a += std::fabs((double)q_head[c]) * (std::fabs((double)k_hat[i]) + (k_extra ? k_extra[i] : 0.0));
+      vmax = std::max(vmax, std::fabs((double)v_hat[i]) + (v_extra ? v_extra[i] : 0.0));
     }
     amax = std::max(amax, a);
   }
@@ -60,11 +69,12 @@ double decode_error_bound(const float* q_head, const float* k_hat, const float* 
   const double eta = std::log(2.0) * 2 * delta + 4 * u;
   if (shape.kernel == DecodeKernel::Stream) {
     const int W = attn::kStreamWarps, ntiles = shape.main_tokens / tile_tokens;
-    const int per_warp = ((ntiles + splits - 1) / splits + W - 1) / W;  // tiles
+    const int R = shape.run_tiles, per = (ntiles + splits - 1) / splits;
+    const int per_warp = R * (((per + R - 1) / R + W - 1) / W);  // tiles: runs of R, warps in turn
     const int rest = L - shape.main_tokens;
     const int rescales = per_warp + (rest + 31) / 32 + W + splits;
     const double n = (double)per_warp * tile_tokens + rest + tile_tokens / 32 + 5 + W + splits + rescales + 8;
-    return vmax * (2 * eta / (1 - eta) + 2 * gamma(n) + (3.0 * rescales + 4) * u);
+    return vmax * (2 * eta / (1 - eta) + 2 * gamma(n) + (3.0 * rescales + 4 + (shape.mma ? 8 : 0)) * u);
   }
   const int tiles = 1 + (L + tile_tokens - 1) / tile_tokens;
   const int per_split = std::min(L, (tiles + splits - 1) / splits * tile_tokens);

@@ -4,13 +4,16 @@
 // and the tiles' bytes are staged in shared memory by cp.async one tile ahead, so the bytes in
 // flight cost shared memory instead of registers and no __syncthreads runs per tile. The block
 // merges its warps into one split partial (combine_splits then merges the splits).
-// Every K_hat / V_hat is core's fp32 value (recipe: code * scale + zero, no FMA; fp16 exactly);
-// logits and P V are fp32 FMA chains (docs/FORMATS.md section 9.3 bounds them).
+// fp16 tiles and the token-by-token rest: every K_hat / V_hat is core's fp32 value (recipe:
+// code * scale + zero, no FMA; fp16 exactly), logits and P V fp32 FMA chains. Packed (kivi)
+// tiles: codes times q * scale and p * scale on tensor cores, zeros apart (attn_mma.cuh,
+// docs/FORMATS.md sections 9.2 and 9.3).
 #pragma once
 #include <cuda_fp16.h>
 
 #include <cstdint>
 
+#include "attn_mma.cuh"
 #include "attn_types.h"
 #include "kvlab/half.h"
 #include "kvlab/recipe.h"
@@ -33,7 +36,7 @@ struct StreamGeo {
   static constexpr int PARAMS = KB ? (kSD + TT) * 8 : 0;
   static constexpr int WARP = 2 * STAGE + TT * kSG * 4 + PARAMS;
   static constexpr int SMEM = kSD * kSG * 4 + kStreamWarps * WARP;
-  static_assert(KB == 0 || TPL * KB == 4, "a lane's key codes of one channel are half a byte");
+  static_assert(KB == 0 || KROW == 16, "the MMA fragments read 16-byte key rows (4 words per channel)");
 };
 
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
@@ -72,8 +75,18 @@ struct StreamWarp {
                         // in local memory)
   float (*sP)[kSG];
   float2 *kpar, *vpar;
-  int h, lane, mb;
+  int h, lane, mb, gid, tig;
   float m[kSG], l[kSG], acc[kSG][4];  // the lane's channels 4 lane .. 4 lane + 3
+  // Packed tiles on tensor cores (attn_mma.cuh). P V: oacc[m] is the MMA fragment of channels
+  // 16 gid + 2m (+1) and columns 2 tig (+1) (tig < 2: hi of heads 2 tig, 2 tig + 1; else lo),
+  // in units of 2^(evc - 24) per column head; pz: sum p * value zero per head. Logits: the key
+  // operand of the current key group (kfrag, exponent of its split, bias q . zero).
+  static constexpr int NM = KB ? TT / 16 : 1;
+  float oacc[8][4], pz[kSG], rescale[kSG];
+  int evc[2], ev_own;
+  uint32_t kfrag[8][2];
+  float kesc[2], kbias[2];
+  int64_t kg_cur;
   // fp16 logits: the scaled q of the lane's 16 channels (8 (lane % 8) .. and 64 + 8 (lane % 8) ..)
   // in registers; read from shared memory per token they saturated the L1/shared pipe (ncu).
   float qr[KB ? 1 : 64];
@@ -86,7 +99,16 @@ struct StreamWarp {
     kpar = reinterpret_cast<float2*>(w + 2 * G::STAGE + TT * kSG * 4);
     vpar = kpar + kSD;
     lane = threadIdx.x % 32;
+    gid = lane >> 2;
+    tig = lane & 3;
     mb = stream_main_begin(KB, s.S);
+    if constexpr (KB > 0) {
+      for (int x = 0; x < 8; ++x)
+        for (int i = 0; i < 4; ++i) oacc[x][i] = 0.0f;
+      for (int g = 0; g < kSG; ++g) pz[g] = 0.0f;
+      evc[0] = evc[1] = ev_own = 0;
+      kg_cur = -1;
+    }
     if constexpr (KB == 0) {
 #pragma unroll
       for (int x = 0; x < 16; ++x)
@@ -158,6 +180,18 @@ struct StreamWarp {
       l[g] = __fmaf_rn(l[g], alpha, sum);
       m[g] = m_new;
       for (int i = 0; i < 4; ++i) acc[g][i] = __fmul_rn(acc[g][i], alpha);
+      rescale[g] = alpha;
+    }
+    if constexpr (KB > 0) {
+      const float f0 = (tig & 1) ? rescale[2] : rescale[0];
+      const float f1 = (tig & 1) ? rescale[3] : rescale[1];
+      for (int x = 0; x < 8; ++x) {
+        oacc[x][0] = __fmul_rn(oacc[x][0], f0);
+        oacc[x][1] = __fmul_rn(oacc[x][1], f1);
+        oacc[x][2] = __fmul_rn(oacc[x][2], f0);
+        oacc[x][3] = __fmul_rn(oacc[x][3], f1);
+      }
+      for (int g = 0; g < kSG; ++g) pz[g] = __fmul_rn(pz[g], rescale[g]);
     }
     __syncwarp();
   }
@@ -166,29 +200,195 @@ struct StreamWarp {
     return base + sq.dbg + ((int64_t)h * sq.L + t) * kSD;
   }
 
-  // One staged tile: logits, softmax, P V.
+  // Key tokens of rows gid and gid + 8 of key M-block x (tokens of the tile): the lane reads byte
+  // gid & 3 of words 2 (gid >> 2) + e of its channels' rows, each byte TB = 8 / KB tokens.
+  __device__ __forceinline__ int key_token(int x) const {
+    constexpr int TB = 8 / KB, H = TB / 2;
+    return (2 * (gid >> 2) + x / H) * (32 / KB) + (gid & 3) * TB + 2 * (x % H);
+  }
+
+  // The key operand of key group kg: q * scale per channel as hi / lo fp16 (this lane: head
+  // gid & 3, lo when gid >= 4; channels 16 kb + 2 tig (+1, +8, +9)), the exponent of the split and
+  // the bias q . zero of the heads of this lane's logit columns (2 (tig & 1), + 1).
+  __device__ __forceinline__ void key_group() {
+    const int g = gid & 3;
+    // q * scale is formed twice (max, then split) rather than held: fewer live registers
+    auto qs = [&](int kb, int r) {
+      const int c = 16 * kb + 2 * tig + (r & 1) + 8 * (r >> 1);
+      return __fmul_rn(sQ[c][g], kpar[c].x);
+    };
+    float mx = 0.0f, bz = 0.0f;
+#pragma unroll
+    for (int kb = 0; kb < 8; ++kb)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const int c = 16 * kb + 2 * tig + (r & 1) + 8 * (r >> 1);
+        mx = fmaxf(mx, fabsf(qs(kb, r)));
+        bz = __fmaf_rn(sQ[c][g], kpar[c].y, bz);
+      }
+    for (int off = 1; off < 4; off <<= 1) {
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+      bz = __fadd_rn(bz, __shfl_xor_sync(0xffffffffu, bz, off));
+    }
+    const int E = split_exponent(mx, 0);
+#pragma unroll
+    for (int kb = 0; kb < 8; ++kb) {
+      kfrag[kb][0] = pack2(split_half(qs(kb, 0), E, gid >= 4), split_half(qs(kb, 1), E, gid >= 4));
+      kfrag[kb][1] = pack2(split_half(qs(kb, 2), E, gid >= 4), split_half(qs(kb, 3), E, gid >= 4));
+    }
+    for (int i = 0; i < 2; ++i) {
+      const int src = 4 * (2 * (tig & 1) + i);  // lane gid = head, tig 0
+      kesc[i] = ldexpf(1.0f, 24 - __shfl_sync(0xffffffffu, E, src));
+      kbias[i] = __shfl_sync(0xffffffffu, bz, src);
+    }
+  }
+
+  // One staged packed tile on tensor cores: logits (codes x key operand + bias) into sP, the
+  // online softmax, then P V (codes x (p * value scale) + sum p * value zero).
+  __device__ __forceinline__ void mma_tile(int tile, const unsigned char* s) {
+    const int t0 = mb + tile * TT;
+    const int64_t kg = (int64_t)tile * TT / sq.k.f.G;
+    if (kg != kg_cur) {
+      key_group();
+      kg_cur = kg;
+    }
+    float lc[NM][4];
+    for (int x = 0; x < NM; ++x)
+      for (int i = 0; i < 4; ++i) lc[x][i] = 0.0f;
+#pragma unroll
+    for (int kb = 0; kb < 8; ++kb) {
+      const int c0 = 16 * kb + 2 * tig;
+      const unsigned char* row = s + c0 * G::KROW + 8 * (gid >> 2);
+      uint2 w[4];
+      for (int r = 0; r < 4; ++r)
+        w[r] = *reinterpret_cast<const uint2*>(row + ((r & 1) + 8 * (r >> 1)) * G::KROW);
+#pragma unroll
+      for (int x = 0; x < NM; ++x) {
+        constexpr int H = 4 / KB;  // M-blocks per word
+        const int e = x / H, sh = 2 * KB * (x % H);
+        const uint32_t p01 = pair_bytes(e ? w[0].y : w[0].x, e ? w[1].y : w[1].x, gid & 3);
+        const uint32_t p89 = pair_bytes(e ? w[2].y : w[2].x, e ? w[3].y : w[3].x, gid & 3);
+        const uint32_t a[4] = {code_pair<KB>(p01, sh), code_pair<KB>(p01, sh + KB), code_pair<KB>(p89, sh),
+                               code_pair<KB>(p89, sh + KB)};
+        if (DBG)
+          for (int r = 0; r < 4; ++r)
+            for (int hi = 0; hi < 2; ++hi) {
+              const int c = c0 + hi + 8 * (r >> 1), t = key_token(x) + (r & 1);
+              dbg_row(dbg_k, t0 + t)[c] = sdequant((a[r] >> (16 * hi)) & 0xFFFFu, kpar[c].x, kpar[c].y);
+            }
+        mma16816(lc[x], a[0], a[1], a[2], a[3], kfrag[kb][0], kfrag[kb][1]);
+      }
+    }
+    // hi + lo (columns n and n + 4 sit in lanes tig and tig ^ 2), times 2^(24 - E), plus q . zero
+#pragma unroll
+    for (int x = 0; x < NM; ++x) {
+      float v[4];
+      for (int i = 0; i < 4; ++i) v[i] = __fadd_rn(lc[x][i], __shfl_xor_sync(0xffffffffu, lc[x][i], 2));
+      if (tig < 2) {
+        const int t = key_token(x);
+        for (int i = 0; i < 4; ++i)
+          sP[t + (i >> 1)][2 * tig + (i & 1)] = __fmaf_rn(v[i], kesc[i & 1], kbias[i & 1]);
+      }
+    }
+    __syncwarp();
+    float lg[TPL][kSG];
+    for (int j = 0; j < TPL; ++j)
+      for (int g = 0; g < kSG; ++g) lg[j][g] = sP[lane * TPL + j][g];
+    __syncwarp();
+    softmax(lg);
+
+    // value operand: p * scale of tokens 16 kb + 2 tig (+1, +8, +9), head gid & 3, hi or lo
+    const int g = gid & 3;
+    float xv[NM][4], mx = 0.0f, zs = 0.0f;
+#pragma unroll
+    for (int kb = 0; kb < NM; ++kb)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const int t = 16 * kb + 2 * tig + (r & 1) + 8 * (r >> 1);
+        const float p = sP[t][g];
+        const float2 vp = vpar[t];
+        xv[kb][r] = __fmul_rn(p, vp.x);
+        mx = fmaxf(mx, fabsf(xv[kb][r]));
+        zs = __fmaf_rn(p, vp.y, zs);
+      }
+    for (int off = 1; off < 4; off <<= 1) {
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+      zs = __fadd_rn(zs, __shfl_xor_sync(0xffffffffu, zs, off));
+    }
+    ev_own = split_exponent(mx, ev_own);
+    for (int gg = 0; gg < kSG; ++gg) pz[gg] = __fadd_rn(pz[gg], __shfl_sync(0xffffffffu, zs, 4 * gg));
+    for (int i = 0; i < 2; ++i) {
+      const int en = __shfl_sync(0xffffffffu, ev_own, 4 * (2 * (tig & 1) + i));
+      const float f = ldexpf(1.0f, en - evc[i]);  // exact: the accumulator moves to the new units
+      for (int x = 0; x < 8; ++x) {
+        oacc[x][i] = __fmul_rn(oacc[x][i], f);
+        oacc[x][i + 2] = __fmul_rn(oacc[x][i + 2], f);
+      }
+      evc[i] = en;
+    }
+    uint32_t vb[NM][2];
+#pragma unroll
+    for (int kb = 0; kb < NM; ++kb) {
+      vb[kb][0] = pack2(split_half(xv[kb][0], ev_own, gid >= 4), split_half(xv[kb][1], ev_own, gid >= 4));
+      vb[kb][1] = pack2(split_half(xv[kb][2], ev_own, gid >= 4), split_half(xv[kb][3], ev_own, gid >= 4));
+    }
+    // value codes: the lane's 16 channels 16 gid .. of token rows 16 kb + 2 tig (+1, +8, +9);
+    // M-block x holds channels 16 gid + 2x (row gid) and + 1 (row gid + 8)
+    const unsigned char* sv = s + G::KBYTES;
+#pragma unroll
+    for (int kb = 0; kb < NM; ++kb) {
+      const int tr = 16 * kb + 2 * tig;
+      uint2 w[4];
+      for (int r = 0; r < 4; ++r) {
+        const unsigned char* row = sv + (tr + (r & 1) + 8 * (r >> 1)) * G::VROW;
+        if constexpr (KB == 4)
+          w[r] = *reinterpret_cast<const uint2*>(row + 8 * gid);
+        else
+          w[r] = make_uint2(*reinterpret_cast<const uint32_t*>(row + 4 * gid), 0u);
+      }
+#pragma unroll
+      for (int x = 0; x < 8; ++x) {
+        constexpr int H = 4 / KB;  // M-blocks per byte... of channel pairs
+        const int bi = x / H, sh = 2 * KB * (x % H);
+        const int wi = bi >> 2;
+        const uint32_t p01 = pair_bytes(wi ? w[0].y : w[0].x, wi ? w[1].y : w[1].x, bi & 3);
+        const uint32_t p89 = pair_bytes(wi ? w[2].y : w[2].x, wi ? w[3].y : w[3].x, bi & 3);
+        const uint32_t a[4] = {code_pair<KB>(p01, sh), code_pair<KB>(p01, sh + KB), code_pair<KB>(p89, sh),
+                               code_pair<KB>(p89, sh + KB)};
+        if (DBG)
+          for (int r = 0; r < 4; ++r)
+            for (int hi = 0; hi < 2; ++hi) {
+              const int c = 16 * gid + 2 * x + (r & 1), t = tr + hi + 8 * (r >> 1);
+              dbg_row(dbg_v, t0 + t)[c] = sdequant((a[r] >> (16 * hi)) & 0xFFFFu, vpar[t].x, vpar[t].y);
+            }
+        mma16816(oacc[x], a[0], a[1], a[2], a[3], vb[kb][0], vb[kb][1]);
+      }
+    }
+    __syncwarp();
+  }
+
+  // Adds the tensor-core sums to the warp's merged output mo[g][c] (hi + lo, back to fp32 units).
+  __device__ __forceinline__ void add_mma(float* mo) const {
+    for (int x = 0; x < 8; ++x) {
+      float v[4];
+      for (int i = 0; i < 4; ++i) v[i] = __fadd_rn(oacc[x][i], __shfl_xor_sync(0xffffffffu, oacc[x][i], 2));
+      if (tig < 2)
+        for (int i = 0; i < 4; ++i) {
+          float* o = mo + (2 * tig + (i & 1)) * kSD + 16 * gid + 2 * x + (i >> 1);
+          *o = __fmaf_rn(v[i], ldexpf(1.0f, 24 - evc[i & 1]), *o);
+        }
+    }
+  }
+
+  // One staged fp16 tile: logits, softmax, P V.
   __device__ __forceinline__ void tile(int tile, const unsigned char* s) {
+    if constexpr (KB > 0) {
+      mma_tile(tile, s);
+      return;
+    }
     const int t0 = mb + tile * TT;
     float lg[TPL][kSG];
-    if constexpr (KB > 0) {
-      const float4* q4 = reinterpret_cast<const float4*>(sQ);
-      for (int j = 0; j < TPL; ++j)
-        for (int g = 0; g < kSG; ++g) lg[j][g] = 0.0f;
-#pragma unroll 8
-      for (int c = 0; c < kSD; ++c) {
-        const uint32_t b = s[c * G::KROW + lane / 2] >> (4 * (lane & 1));
-        const float2 p = kpar[c];
-        const float4 q = q4[c];
-        for (int j = 0; j < TPL; ++j) {
-          const float k = sdequant((b >> (KB * j)) & ((1u << KB) - 1u), p.x, p.y);
-          if (DBG) dbg_row(dbg_k, t0 + lane * TPL + j)[c] = k;
-          lg[j][0] = __fmaf_rn(q.x, k, lg[j][0]);
-          lg[j][1] = __fmaf_rn(q.y, k, lg[j][1]);
-          lg[j][2] = __fmaf_rn(q.z, k, lg[j][2]);
-          lg[j][3] = __fmaf_rn(q.w, k, lg[j][3]);
-        }
-      }
-    } else {
+    {
       // 8 lanes per token, 4 tokens per pass: lane part reads chunks part and part + 8
       // (channels 8 part .. and 64 + 8 part ..), then the 8 partial sums meet by xor shuffles.
       const int part = lane & 7, tq = lane >> 3;
@@ -224,21 +424,11 @@ struct StreamWarp {
     for (int t = 0; t < TT; ++t) {
       const float4 p = p4[t];
       float v[4];
-      if constexpr (KB == 2) {
-        const uint32_t b = sv[t * G::VROW + lane];
-        const float2 vp = vpar[t];
-        for (int i = 0; i < 4; ++i) v[i] = sdequant((b >> (2 * i)) & 3u, vp.x, vp.y);
-      } else if constexpr (KB == 4) {
-        const uint32_t b = *reinterpret_cast<const uint16_t*>(sv + t * G::VROW + 2 * lane);
-        const float2 vp = vpar[t];
-        for (int i = 0; i < 4; ++i) v[i] = sdequant((b >> (4 * i)) & 15u, vp.x, vp.y);
-      } else {
-        const uint2 w = *reinterpret_cast<const uint2*>(sv + swz(t, lane >> 1) + (lane & 1) * 8);
-        v[0] = half_to_float((uint16_t)(w.x & 0xFFFFu));
-        v[1] = half_to_float((uint16_t)(w.x >> 16));
-        v[2] = half_to_float((uint16_t)(w.y & 0xFFFFu));
-        v[3] = half_to_float((uint16_t)(w.y >> 16));
-      }
+      const uint2 w = *reinterpret_cast<const uint2*>(sv + swz(t, lane >> 1) + (lane & 1) * 8);
+      v[0] = half_to_float((uint16_t)(w.x & 0xFFFFu));
+      v[1] = half_to_float((uint16_t)(w.x >> 16));
+      v[2] = half_to_float((uint16_t)(w.y & 0xFFFFu));
+      v[3] = half_to_float((uint16_t)(w.y >> 16));
       if (DBG)
         for (int i = 0; i < 4; ++i) dbg_row(dbg_v, t0 + t)[4 * lane + i] = v[i];
       for (int i = 0; i < 4; ++i) {
@@ -310,7 +500,7 @@ struct StreamWarp {
 };
 
 template <int KB, bool DBG>
-__global__ void __launch_bounds__(kStreamWarps * 32) decode_stream(AttnArgs a) {
+__global__ void __launch_bounds__(kStreamWarps * 32, KB ? 4 : 1) decode_stream(AttnArgs a) {
   using G = StreamGeo<KB>;
   constexpr int TT = G::TT;
   extern __shared__ __align__(16) unsigned char smem[];
@@ -330,12 +520,17 @@ __global__ void __launch_bounds__(kStreamWarps * 32) decode_stream(AttnArgs a) {
   const int L = sq.L;
   const int M = stream_main_tokens(KB, L, (int)sq.k.f.T, (int)sq.v.f.T);
   const int ntiles = M / TT, per = (ntiles + a.splits - 1) / a.splits;
-  const int te = min(ntiles, split * per + per);
-  int tile = split * per + warp;
+  // the warps take runs of R consecutive tiles in turn (stream_run_tiles): a packed run is 128
+  // tokens, one kivi key group (its MMA operand is built once) and whole 32-byte sectors of every
+  // key row; the block's warps sweep neighbouring runs together
+  constexpr int R = stream_run_tiles(KB);
+  const int ts = split * per, te = min(ntiles, ts + per);
+  auto tile_of = [&](int k) { return ts + (k / R) * (R * kStreamWarps) + warp * R + k % R; };
+  int tile = tile_of(0);
   if (tile < te) w.issue(tile, w.stage(0));
   cp_async_commit();
-  for (int k = 0; tile < te; ++k, tile += kStreamWarps) {
-    if (tile + kStreamWarps < te) w.issue(tile + kStreamWarps, w.stage((k + 1) & 1));
+  for (int k = 0; tile < te; ++k, tile = tile_of(k)) {
+    if (tile_of(k + 1) < te) w.issue(tile_of(k + 1), w.stage((k + 1) & 1));
     cp_async_commit();
     if constexpr (KB > 0) w.load_params(tile);
     cp_async_wait<1>();
@@ -352,6 +547,12 @@ __global__ void __launch_bounds__(kStreamWarps * 32) decode_stream(AttnArgs a) {
   float* mo = reinterpret_cast<float*>(wmem);  // [kSG][kSD] then m[kSG], l[kSG]
   for (int g = 0; g < kSG; ++g)
     for (int i = 0; i < 4; ++i) mo[g * kSD + 4 * w.lane + i] = w.acc[g][i];
+  if constexpr (KB > 0) {
+    for (int g = 0; g < kSG; ++g)
+      for (int i = 0; i < 4; ++i) mo[g * kSD + 4 * w.lane + i] = __fadd_rn(w.acc[g][i], w.pz[g]);
+    __syncwarp();
+    w.add_mma(mo);
+  }
   if (w.lane == 0)
     for (int g = 0; g < kSG; ++g) {  // constant indices keep m, l, acc in registers
       mo[kSG * kSD + g] = w.m[g];

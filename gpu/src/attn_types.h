@@ -68,6 +68,8 @@ const char* launch_decode(const AttnKind& kind, int D, int group, int B, const A
 // independent warps per block, each over its own tiles of stream_tile_tokens tokens.
 constexpr int kStreamWarps = 4;
 KV_HD constexpr int stream_tile_tokens(int kbits) { return kbits ? 128 / kbits : 32; }
+// Consecutive tiles a warp takes in turn (packed: 128 tokens, so 32-byte key sectors; fp16: 1).
+KV_HD constexpr int stream_run_tiles(int kbits) { return kbits ? 128 / stream_tile_tokens(kbits) : 1; }
 // Tokens of a sequence in the staged tiles: [main_begin, main_begin + stream_main_tokens); the
 // rest (sink, residual, a last partial tile) go token by token.
 KV_HD int stream_main_begin(int kbits, int S) { return kbits ? S : 0; }

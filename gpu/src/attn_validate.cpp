@@ -74,13 +74,15 @@ AttnValidationRow run_case(const Method& m, const Case& c, DecodeKernel kernel, 
       for (int64_t i = 0; i < n * 4; ++i) row.hat_mismatches += want[role][i] != got[role][i];
     row.hat_bytes += 2 * n * 4;
     off += n;
+    const PackedMagnitudes& mag = packed_magnitudes(*cache, b);
     const std::vector<double> ref = decode_reference(&q[(size_t)b * c.Hq * c.D], hat.k.data.data(),
                                                      hat.v.data.data(), c.Hq, c.Hkv, c.lens[b], c.D);
     for (int hq = 0; hq < c.Hq; ++hq) {
       const int kvh = hq / (c.Hq / c.Hkv);
       const size_t head = (size_t)kvh * c.lens[b] * c.D;
       const double bound = decode_error_bound(&q[((size_t)b * c.Hq + hq) * c.D], hat.k.data.data() + head,
-                                              hat.v.data.data() + head, c.lens[b], c.D, r.shapes[b]);
+                                              hat.v.data.data() + head, c.lens[b], c.D, r.shapes[b],
+                                              mag.k.data() + head, mag.v.data() + head);
       for (int ch = 0; ch < c.D; ++ch) {
         const double o = r.out[((size_t)b * c.Hq + hq) * c.D + ch];
         const double err = std::isfinite(o) ? std::fabs(o - ref[(size_t)hq * c.D + ch]) : HUGE_VAL;

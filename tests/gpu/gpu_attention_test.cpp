@@ -42,11 +42,14 @@ TEST(GpuAttention, BoundCatchesAWrongOutput) {
   const Reconstruction hat =
       m->apply({k.data(), DType::F32, {Hkv, L, D}}, {v.data(), DType::F32, {Hkv, L, D}});
   const auto ref = decode_reference(q.data(), hat.k.data.data(), hat.v.data.data(), Hq, Hkv, L, D);
-  const double bound = decode_error_bound(q.data(), hat.k.data.data(), hat.v.data.data(), L, D, r.shapes[0]);
+  const PackedMagnitudes& mag = packed_magnitudes(*cache, 0);
+  const double bound = decode_error_bound(q.data(), hat.k.data.data(), hat.v.data.data(), L, D, r.shapes[0],
+                                          mag.k.data(), mag.v.data());
   EXPECT_LE(std::fabs(r.out[0] - ref[0]), bound);
-  // one value token off by one code step moves the output by far more than the bound
+  // value channel 0 off by 0.5 in every token (under one 2-bit code step) moves output channel 0
+  // by 0.5, far more than the bound
   std::vector<float> v2 = hat.v.data;
-  v2[(size_t)5 * D] += 0.5f;
+  for (int t = 0; t < L; ++t) v2[(size_t)t * D] += 0.5f;
   const auto ref2 = decode_reference(q.data(), hat.k.data.data(), v2.data(), Hq, Hkv, L, D);
   bool caught = false;
   for (int c = 0; c < D; ++c) caught = caught || std::fabs(r.out[0 * D + c] - ref2[c]) > bound;

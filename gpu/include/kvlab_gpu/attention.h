@@ -65,6 +65,8 @@ struct DecodeShape {
   int splits = 1;
   int tile_tokens = 0;  // the kernel's tile
   int main_tokens = 0;  // Stream: tokens in staged tiles (the rest go one by one)
+  bool mma = false;     // Stream over a packed cache: the staged tiles run on tensor cores
+  int run_tiles = 1;    // Stream: consecutive tiles a warp takes in turn
 };
 struct DecodeResult {
   std::vector<float> out;           // (B, Hq, D)
@@ -85,10 +87,20 @@ std::string stream_refusal(const DecodeCache& cache, int Hq);
 // fp64 reference for one sequence: q (Hq, D), k_hat, v_hat (Hkv, L, D) -> (Hq, D).
 std::vector<double> decode_reference(const float* q, const float* k_hat, const float* v_hat, int Hq, int Hkv,
                                      int L, int D);
+// |scale * code| + |zero| of every packed key / value element of sequence b (0 for fp16 rows), each
+// (KV heads, L_b, D): the tensor-core kernel's bound reads them (it sums codes and zeros apart).
+// Only for caches made by make_decode_cache; throws otherwise.
+struct PackedMagnitudes {
+  std::vector<float> k, v;
+};
+const PackedMagnitudes& packed_magnitudes(const DecodeCache& cache, int b);
+
 // Error bound of the kernels' fp32 arithmetic for query head hq (docs/FORMATS.md section 9.3):
 // |out - ref| <= bound for every channel of that head, for the kernel and sums of `shape`.
+// k_extra, v_extra: that KV head's (L, D) rows of packed_magnitudes, required when shape.mma.
 double decode_error_bound(const float* q_head, const float* k_hat, const float* v_hat, int L, int D,
-                          const DecodeShape& shape);
+                          const DecodeShape& shape, const float* k_extra = nullptr,
+                          const float* v_extra = nullptr);
 
 struct AttnValidationRow {
   std::string method, lengths, kernel;
