@@ -83,6 +83,7 @@ std::vector<int32_t> select_boost_channels(Selector s, const Tensor& keys, int64
                                 std::to_string(static_scores.size()));
   const int64_t P = n / G;
   std::vector<int32_t> out(H * P * k);
+  if (k == 0) return out;  // nothing to choose (a sweep's rate 0); &out[0] of the empty vector is UB
   std::vector<double> score(D);
   for (int64_t h = 0; h < H; ++h)
     for (int64_t p = 0; p < P; ++p) {

@@ -146,6 +146,32 @@ ZipArchive::ZipArchive(const std::string& path) : path_(path) {
     entries_.push_back(std::move(z));
     p += 46 + nlen + xlen + clen;
   }
+  check_not_a_bomb();
+}
+
+// A CRC is known only once the whole member is inflated (~1 s of CPU per GiB), so a 10 MB archive
+// claiming 10 GiB would take ~10 s to refuse: the archive is judged by its directory first.
+// Members whose data add up to more than the file must share bytes (the overlapping-member bomb)
+// and are refused; K/V arrays deflate 1.1-2x, so members claiming more than 32x their deflated
+// bytes in all, and over 64 MiB, are refused too.
+void ZipArchive::check_not_a_bomb() const {
+  constexpr uint64_t kMaxRatio = 32, kFreeBytes = 64ull << 20;
+  uint64_t held = 0, deflated = 0, claimed = 0;
+  for (const auto& z : entries_) {
+    held += z.compressed;  // each is at most file_size_, so the sum stops short of overflow
+    if (held > file_size_)
+      fail(path_, z.name,
+           "corrupt ZIP directory: members share bytes (their data add up to more than the " +
+               std::to_string(file_size_) + "-byte file)");
+    if (z.method != 8) continue;
+    deflated += z.compressed;
+    if (__builtin_add_overflow(claimed, z.size, &claimed))
+      fail(path_, z.name, "member sizes overflow 64 bits");
+  }
+  if (claimed > kFreeBytes && claimed / kMaxRatio > deflated)
+    fail(path_, std::to_string(deflated) + " bytes of deflate data claim " + std::to_string(claimed) +
+                    " bytes (over 32-fold): refused as a decompression bomb (K/V data deflate at most a few "
+                    "fold; save near-constant arrays with numpy.savez, uncompressed)");
 }
 
 const ZipEntry* ZipArchive::find(const std::string& name) const {

@@ -36,6 +36,7 @@ class ZipArchive {
 
  private:
   uint64_t data_start(const ZipEntry& e) const;  // after the local header
+  void check_not_a_bomb() const;                 // throws for sizes only a ZIP bomb claims
   std::string path_;
   uint64_t file_size_ = 0;
   std::vector<ZipEntry> entries_;

@@ -70,7 +70,16 @@ z[cd + 24:cd + 28] = struct.pack("<I", 0xFFFFFFF0)
 with open(out("npz", "deflated_member_claims_4gb.npz"), "wb") as f:
     f.write(z)
 
-# An empty ZIP (end record only): "no arrays", not "truncated".
+# q, k and v all pointing at one stored member's bytes: the overlapping-member ZIP bomb (many
+# entries inflating the same data) must be refused from the directory alone.
+with io.BytesIO() as b:
+    npz(b, {"q": npy_bytes("(1, 1, 4, 8)")})
+    z = bytearray(b.getvalue())
+cd, end = z.rfind(b"PK\x01\x02"), z.rfind(b"PK\x05\x06")
+central = b"".join(z[cd:end].replace(b"q.npy", r + b".npy") for r in (b"q", b"k", b"v"))
+with open(out("npz", "members_share_bytes.npz"), "wb") as f:
+    f.write(z[:cd] + central + b"PK\x05\x06" + struct.pack("<HHHHIIH", 0, 0, 3, 3, len(central), cd, 0))
+
 with open(out("dump", "empty.zip"), "wb") as f:
     f.write(b"PK\x05\x06" + b"\0" * 18)
 

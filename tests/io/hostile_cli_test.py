@@ -9,9 +9,11 @@ never by running out of memory first.
 """
 import glob
 import os
+import struct
 import subprocess
 import sys
 import time
+import zlib
 
 MIB = 1 << 20
 SRC = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -29,6 +31,26 @@ def run(cmd):
     return p.returncode, err, ru.ru_maxrss * 1024, ru.ru_utime + ru.ru_stime, time.monotonic() - t0
 
 
+def write_zip_bomb(path, mib=3200):
+    """A ~10 MB .npz whose q, k, v each inflate to `mib` MiB of float32 zeros, every CRC wrong (0):
+    one block deflating 1 MiB of zeros, repeated (a full flush makes each block independent)."""
+    c = zlib.compressobj(9, zlib.DEFLATED, -15)
+    block = c.compress(bytes(1 << 20)) + c.flush(zlib.Z_FULL_FLUSH)
+    header = b"{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1, %d, 64), }" % (mib * 4096)
+    header = b"\x93NUMPY\x01\x00" + struct.pack("<H", 118) + header.ljust(117) + b"\n"
+    c = zlib.compressobj(9, zlib.DEFLATED, -15)
+    data = c.compress(header) + c.flush(zlib.Z_FULL_FLUSH) + block * mib + b"\x03\x00"  # final empty block
+    local, central = bytearray(), bytearray()
+    for name in (b"q.npy", b"k.npy", b"v.npy"):
+        common = struct.pack("<HHHHHIII", 20, 0, 8, 0, 0, 0, len(data), len(header) + (mib << 20))
+        central += b"PK\x01\x02" + struct.pack("<H", 20) + common + struct.pack("<HHHHHII", len(name), 0, 0, 0, 0, 0,
+                                                                                len(local)) + name
+        local += b"PK\x03\x04" + common + struct.pack("<HH", len(name), 0) + name + data
+    end = b"PK\x05\x06" + struct.pack("<HHHHIIH", 0, 0, 3, 3, len(central), len(local), 0)
+    with open(path, "wb") as f:
+        f.write(local + central + end)
+
+
 def main():
     kvlab, work = sys.argv[1], sys.argv[2]
     os.makedirs(work, exist_ok=True)
@@ -38,6 +60,11 @@ def main():
     tok = os.path.join(SRC, "data", "stories260K", "tok512.bin")
     out = os.path.join(work, "out")
     cases = []
+    # A decompression bomb at the size limit of the time bound: 10 MB claiming 9.4 GiB.
+    bomb = os.path.join(work, "bomb.npz")
+    write_zip_bomb(bomb)
+    for cmd in ("info", "eval"):
+        cases.append((bomb, [kvlab, cmd, bomb]))
     for f in sorted(glob.glob(os.path.join(FUZZ, "dump", "*")) + glob.glob(os.path.join(FUZZ, "zip", "*")) +
                     glob.glob(os.path.join(FUZZ, "npz", "*"))):
         cases.append((f, [kvlab, "info", f]))
