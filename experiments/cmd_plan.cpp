@@ -120,8 +120,8 @@ void run(const PlanArgs& a) {
   }
   write_file_atomically(a.out, plan_to_json(p));
 
-  std::vector<std::vector<std::string>> table{{"layer", a.per_head ? "methods per KV head" : "method", "bits/elem",
-                                               a.metric}};
+  std::vector<std::vector<std::string>> table{
+      {"layer", a.per_head ? "methods per KV head" : "method", "bits/elem", a.metric}};
   for (const PlanLayer& l : p.layers) {
     std::string methods = l.method;
     if (a.per_head) {
@@ -168,9 +168,10 @@ static void add_plan(CLI::App& app) {
        "per-layer error summed over layers: out_rel_err (keys and values), kl or score_mse (keys only)")
       ->check(CLI::IsMember({"kl", "score_mse", "out_rel_err"}))
       ->capture_default_str();
-  c->add_flag("--per-head", a->per_head,
-              "choose per (layer, KV head) instead of per layer: the same budget over more units (a version 2 "
-              "plan file)");
+  c->add_flag(
+      "--per-head", a->per_head,
+      "choose per (layer, KV head) instead of per layer: the same budget over more units (a version 2 "
+      "plan file)");
   add_queries_option(c, a->queries);
   add_threads_option(c, a->threads);
   add_out_option(c, a->out, "the plan file (JSON, docs/FORMATS.md section 11)")->required();

@@ -58,7 +58,8 @@ std::vector<int> choose_plan(const std::vector<std::vector<double>>& error, cons
   const int64_t cap = std::min(cap_all - cheapest * (int64_t)L, (dearest - cheapest) * (int64_t)L);
   if ((double)(cap + 1) * (double)L > (double)(1 << 27))
     throw std::invalid_argument("plan: the knapsack over " + std::to_string(L) + " units would need " +
-                                std::to_string(cap + 1) + " bit steps each; lower the budget, or plan per layer");
+                                std::to_string(cap + 1) +
+                                " bit steps each; lower the budget, or plan per layer");
   // best[c]: least error of the units so far spending exactly c steps above the cheapest;
   // pick[l][c] its choice.
   const double inf = std::numeric_limits<double>::infinity();
@@ -109,7 +110,8 @@ std::string plan_to_json(const Plan& p) {
     if (p.per_head) {
       o["heads"] = json::array();
       for (const PlanHead& h : l.heads)
-        o["heads"].push_back({{"kv_head", h.kv_head}, {"method", h.method}, {"bits", h.bits}, {"error", h.error}});
+        o["heads"].push_back(
+            {{"kv_head", h.kv_head}, {"method", h.method}, {"bits", h.bits}, {"error", h.error}});
     }
     j["layers"].push_back(o);
   }
@@ -150,8 +152,11 @@ Plan read_plan_file(const std::string& path) {
     p.tokens = j.at("tokens").get<int64_t>();
     p.candidates = j.at("candidates").get<std::vector<std::string>>();
     for (const json& l : j.at("layers")) {
-      p.layers.push_back({l.at("layer").get<int64_t>(), l.at("method").get<std::string>(),
-                          l.at("bits").get<double>(), l.at("error").get<double>(), {}});
+      p.layers.push_back({l.at("layer").get<int64_t>(),
+                          l.at("method").get<std::string>(),
+                          l.at("bits").get<double>(),
+                          l.at("error").get<double>(),
+                          {}});
       if (!p.per_head) continue;
       for (const json& h : l.at("heads"))
         p.layers.back().heads.push_back({h.at("kv_head").get<int64_t>(), h.at("method").get<std::string>(),
@@ -170,7 +175,8 @@ Plan read_plan_file(const std::string& path) {
                    std::to_string(pl.heads.size()) + " heads");
       for (int64_t g = 0; g < p.num_kv_heads; ++g)
         if (pl.heads[g].kv_head != g)
-          throw fail(at + ".heads[" + std::to_string(g) + "].kv_head is " + std::to_string(pl.heads[g].kv_head));
+          throw fail(at + ".heads[" + std::to_string(g) + "].kv_head is " +
+                     std::to_string(pl.heads[g].kv_head));
     }
     return p;
   } catch (const json::exception& e) {

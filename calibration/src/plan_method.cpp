@@ -21,10 +21,13 @@ const std::string kKey = "file=";
 // layer whose heads agree holds that method itself instead.
 class HeadsMethod final : public Method {
  public:
-  HeadsMethod(std::string spec, std::vector<MethodPtr> heads) : spec_(std::move(spec)), heads_(std::move(heads)) {}
+  HeadsMethod(std::string spec, std::vector<MethodPtr> heads)
+      : spec_(std::move(spec)), heads_(std::move(heads)) {}
   const std::string& family() const override { return kName; }
   std::string spec() const override { return spec_; }
-  Schedule schedule(int64_t T) const override { return intersect(heads_, [T](const Method& m) { return m.schedule(T); }); }
+  Schedule schedule(int64_t T) const override {
+    return intersect(heads_, [T](const Method& m) { return m.schedule(T); });
+  }
   Bits bits(int64_t T, int64_t D) const override {
     Bits b;
     for (const MethodPtr& m : heads_) {
@@ -146,8 +149,9 @@ class PlanMethod final : public Method {
     return false;
   }
   std::string calibration() const override {
-    return std::string(plan_.per_head ? "per-head" : "per-layer") + " methods chosen on " + plan_.calibration + " (" + plan_.metric + ", budget " +
-           text::format_double(plan_.budget) + " bits)";
+    return std::string(plan_.per_head ? "per-head" : "per-layer") + " methods chosen on " +
+           plan_.calibration + " (" + plan_.metric + ", budget " + text::format_double(plan_.budget) +
+           " bits)";
   }
 
  private:

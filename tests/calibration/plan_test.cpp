@@ -50,7 +50,8 @@ Plan two_layers() {
   p.head_dim = 16;
   p.tokens = 256;
   p.candidates = {"kivi-2", "int8"};
-  p.layers = {{0, parse_method("kivi-2")->spec(), 2.4, 0.1, {}}, {1, parse_method("int8")->spec(), 8.0, 0.01, {}}};
+  p.layers = {{0, parse_method("kivi-2")->spec(), 2.4, 0.1, {}},
+              {1, parse_method("int8")->spec(), 8.0, 0.01, {}}};
   return p;
 }
 
@@ -116,7 +117,8 @@ TEST(Plan, PerHeadFileRoundTripAndMethodAppliesEachHeadsChoice) {
   const Tensor k = d.read_head(0, Role::K, 0), v = d.read_head(0, Role::V, 0);
   EXPECT_THROW(m->apply(k.view(), v.view(), {0, 2}), std::invalid_argument);  // no KV head 2
   // bits: the mean over the four (layer, head) units
-  const double want = (kivi2->bits(256, 16).both() + int8->bits(256, 16).both() + 2 * kivi4->bits(256, 16).both()) / 4;
+  const double want =
+      (kivi2->bits(256, 16).both() + int8->bits(256, 16).both() + 2 * kivi4->bits(256, 16).both()) / 4;
   EXPECT_NEAR(m->bits(256, 16).both(), want, 1e-12);
   EXPECT_NE(m->calibration().find("per-head"), std::string::npos);
 
@@ -163,7 +165,8 @@ TEST(Plan, ChooserOverManyUnitsAndItsSizeLimit) {
   // a table too large to hold is refused, not allocated
   const std::vector<std::vector<double>> many(100000, std::vector<double>{1.0, 0.5});
   EXPECT_THROW(choose_plan(many, {2, 16}, 15.0), std::invalid_argument);
-  EXPECT_THROW(choose_plan({std::vector<double>(256, 1.0)}, std::vector<double>(256, 2.0), 3.0), std::invalid_argument);
+  EXPECT_THROW(choose_plan({std::vector<double>(256, 1.0)}, std::vector<double>(256, 2.0), 3.0),
+               std::invalid_argument);
 }
 
 TEST(Plan, BadFilesAreRefusedNamingTheFile) {
