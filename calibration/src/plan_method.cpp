@@ -45,19 +45,6 @@ class HeadsMethod final : public Method {
   void check_model(const ModelShape& s) const override {
     for (const MethodPtr& m : heads_) m->check_model(s);
   }
-  // A streaming cache has one rule per layer: the heads' rules must agree.
-  Schedule decode_schedule(int64_t n) const override {
-    const Schedule s = heads_[0]->decode_schedule(n);
-    for (const MethodPtr& m : heads_) {
-      const Schedule o = m->decode_schedule(n);
-      if (o.key_begin != s.key_begin || o.key_end != s.key_end || o.value_begin != s.value_begin ||
-          o.value_end != s.value_end || m->decode_apply_tokens(n) != heads_[0]->decode_apply_tokens(n))
-        throw std::invalid_argument(spec_ + ": its KV heads' methods stream by different rules (" +
-                                    heads_[0]->spec() + ", " + m->spec() + "); decode needs one per layer");
-    }
-    return s;
-  }
-  int64_t decode_apply_tokens(int64_t n) const override { return heads_[0]->decode_apply_tokens(n); }
   bool needs_k_pre_rope() const override {
     for (const MethodPtr& m : heads_)
       if (m->needs_k_pre_rope()) return true;
