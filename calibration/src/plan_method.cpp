@@ -45,6 +45,12 @@ class HeadsMethod final : public Method {
   void check_model(const ModelShape& s) const override {
     for (const MethodPtr& m : heads_) m->check_model(s);
   }
+  std::vector<std::string> files() const override {
+    std::vector<std::string> f;
+    for (const MethodPtr& m : heads_)
+      for (const std::string& x : m->files()) f.push_back(x);
+    return f;
+  }
   bool needs_k_pre_rope() const override {
     for (const MethodPtr& m : heads_)
       if (m->needs_k_pre_rope()) return true;

@@ -1,6 +1,7 @@
 // kvlab plan's chooser (hand-checked knapsack), the plan file and the `plan` method.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <stdexcept>
@@ -8,9 +9,11 @@
 #include <tuple>
 #include <utility>
 
+#include "kvlab/dump.h"
 #include "kvlab/method.h"
 #include "kvlab/plan.h"
 #include "kvlab/synthetic_dump.h"
+#include "kvlab/vq_method.h"
 
 namespace {
 
@@ -121,6 +124,24 @@ TEST(Plan, PerHeadFileRoundTripAndMethodAppliesEachHeadsChoice) {
       (kivi2->bits(256, 16).both() + int8->bits(256, 16).both() + 2 * kivi4->bits(256, 16).both()) / 4;
   EXPECT_NEAR(m->bits(256, 16).both(), want, 1e-12);
   EXPECT_NE(m->calibration().find("per-head"), std::string::npos);
+  // the files of methods inside a mixed layer count as inputs too (a kvquant calibration dump)
+  register_vq_method();
+  SyntheticDumpParams sp = synthetic_preset("tiny");
+  sp.k_pre_rope = true;
+  const SyntheticDump src(sp);
+  const std::string calib = testing::TempDir() + "plan_heads_calib.h5";
+  {
+    DumpWriter w(calib, src.info());
+    for (int64_t l = 0; l < src.info().num_layers; ++l)
+      for (Role r : {Role::Q, Role::K, Role::V, Role::KPreRope}) w.write(l, r, src.read(l, r).view());
+    w.commit();
+  }
+  Plan with_kvquant = per_head();
+  with_kvquant.layers[0].heads[1].method = "kvquant:bits=3,calib=dump:" + calib;
+  const std::string kq_path = write("plan_heads_kvquant.json", plan_to_json(with_kvquant));
+  const MethodPtr mk = parse_method("plan:file=" + kq_path);
+  EXPECT_EQ(mk->files(), (std::vector<std::string>{kq_path, calib}));
+  EXPECT_TRUE(mk->needs_k_pre_rope());
 
   // version 2 without its heads, with a head missing or out of order: named errors
   Plan no_heads = per_head();
