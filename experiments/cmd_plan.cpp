@@ -1,9 +1,9 @@
 // kvlab plan DUMP --budget 3.0 [--candidates m1,m2,...] [--metric kl|score_mse|out_rel_err]
-//            [--queries Q] [--threads N] --out PLAN.json
+//            [--per-head] [--queries Q] [--threads N] --out PLAN.json
 // Budgeted mixed precision (kvlab/plan.h): every candidate is evaluated on every layer of DUMP
-// (the calibration dump), one method per layer is chosen to minimise the summed error within the
-// mean-bits budget, and the plan is written; `kvlab eval OTHER.h5 --methods plan:file=PLAN.json`
-// then measures it on other tokens.
+// (the calibration dump), one method per layer (--per-head: per layer and KV head) is chosen to
+// minimise the summed error within the mean-bits budget, and the plan is written;
+// `kvlab eval OTHER.h5 --methods plan:file=PLAN.json` then measures it on other tokens.
 #include <cstdio>
 #include <memory>
 #include <stdexcept>
@@ -25,13 +25,20 @@ struct PlanArgs {
   std::vector<std::string> candidates;
   double budget = 3.0;
   int threads = 0;
-  bool quiet = false;
+  bool quiet = false, per_head = false;
 };
 
 double metric_of(const AttnStats& a, const std::string& metric) {
   if (metric == "score_mse") return a.score_mse();
   if (metric == "out_rel_err") return a.out_rel_err();
   return a.kl();
+}
+
+// The error of KV head g of a layer: its query heads' sums merged.
+AttnStats kv_head_stats(const LayerEval& le, int64_t g, int64_t group) {
+  AttnStats s;
+  for (int64_t h = 0; h < group; ++h) s.merge(le.attn[g * group + h]);
+  return s;
 }
 
 void run(const PlanArgs& a) {
@@ -65,13 +72,20 @@ void run(const PlanArgs& a) {
       opt);
 
   const size_t L = info.num_layers, M = r.methods.size();
-  std::vector<std::vector<double>> error(L, std::vector<double>(M));
+  const int64_t H = info.num_kv_heads, group = info.num_q_heads / H;
+  // the knapsack's units: layers, or (layer, KV head) in that order
+  std::vector<std::vector<double>> unit_error(a.per_head ? L * H : L, std::vector<double>(M));
   std::vector<double> bits(M);
   for (size_t m = 0; m < M; ++m) {
     bits[m] = r.methods[m].bits.both();
-    for (size_t l = 0; l < L; ++l) error[l][m] = metric_of(r.methods[m].layers[l].attn_total(), a.metric);
+    for (size_t l = 0; l < L; ++l) {
+      const LayerEval& le = r.methods[m].layers[l];
+      if (!a.per_head) unit_error[l][m] = metric_of(le.attn_total(), a.metric);
+      for (int64_t g = 0; a.per_head && g < H; ++g)
+        unit_error[l * H + g][m] = metric_of(kv_head_stats(le, g, group), a.metric);
+    }
   }
-  const std::vector<int> pick = choose_plan(error, bits, a.budget);
+  const std::vector<int> pick = choose_plan(unit_error, bits, a.budget);
 
   Plan p;
   p.budget = a.budget;
@@ -82,19 +96,40 @@ void run(const PlanArgs& a) {
   p.num_kv_heads = info.num_kv_heads;
   p.head_dim = info.head_dim;
   p.tokens = info.tokens;
+  p.per_head = a.per_head;
   double total = 0;
   for (const MethodEval& m : r.methods) p.candidates.push_back(m.spec);
+  for (size_t u = 0; u < pick.size(); ++u) {
+    p.bits += bits[pick[u]] / (double)pick.size();
+    total += unit_error[u][pick[u]];
+  }
   for (size_t l = 0; l < L; ++l) {
-    const MethodEval& m = r.methods[pick[l]];
-    p.layers.push_back({(int64_t)l, m.spec, bits[pick[l]], error[l][pick[l]]});
-    p.bits += bits[pick[l]] / (double)L;
-    total += error[l][pick[l]];
+    if (!a.per_head) {
+      p.layers.push_back({(int64_t)l, r.methods[pick[l]].spec, bits[pick[l]], unit_error[l][pick[l]], {}});
+      continue;
+    }
+    PlanLayer pl{(int64_t)l, r.methods[pick[l * H]].spec, 0, 0, {}};
+    for (int64_t g = 0; g < H; ++g) {
+      const int m = pick[l * H + g];
+      pl.heads.push_back({g, r.methods[m].spec, bits[m], unit_error[l * H + g][m]});
+      if (r.methods[m].spec != pl.method) pl.method.clear();  // the heads differ
+      pl.bits += bits[m] / (double)H;
+      pl.error += unit_error[l * H + g][m];
+    }
+    p.layers.push_back(std::move(pl));
   }
   write_file_atomically(a.out, plan_to_json(p));
 
-  std::vector<std::vector<std::string>> table{{"layer", "method", "bits/elem", a.metric}};
-  for (const PlanLayer& l : p.layers)
-    table.push_back({std::to_string(l.layer), l.method, fixed(l.bits, 3), sci(l.error)});
+  std::vector<std::vector<std::string>> table{
+      {"layer", a.per_head ? "methods per KV head" : "method", "bits/elem", a.metric}};
+  for (const PlanLayer& l : p.layers) {
+    std::string methods = l.method;
+    if (a.per_head) {
+      methods.clear();
+      for (const PlanHead& h : l.heads) methods += (h.kv_head ? " | " : "") + h.method;
+    }
+    table.push_back({std::to_string(l.layer), methods, fixed(l.bits, 3), sci(l.error)});
+  }
   print_table(table);
   std::printf(
       "\nplan: mean %.3f bits/elem (budget %.3f), summed %s %s\nuniform candidates on the same dump:\n",
@@ -102,7 +137,7 @@ void run(const PlanArgs& a) {
   std::vector<std::vector<std::string>> uni{{"method", "bits/elem", "summed " + a.metric}};
   for (size_t m = 0; m < M; ++m) {
     double s = 0;
-    for (size_t l = 0; l < L; ++l) s += error[l][m];
+    for (const std::vector<double>& e : unit_error) s += e[m];
     uni.push_back({r.methods[m].name, fixed(bits[m], 3), sci(s)});
   }
   print_table(uni);
@@ -133,6 +168,10 @@ static void add_plan(CLI::App& app) {
        "per-layer error summed over layers: out_rel_err (keys and values), kl or score_mse (keys only)")
       ->check(CLI::IsMember({"kl", "score_mse", "out_rel_err"}))
       ->capture_default_str();
+  c->add_flag(
+      "--per-head", a->per_head,
+      "choose per (layer, KV head) instead of per layer: the same budget over more units (a version 2 "
+      "plan file)");
   add_queries_option(c, a->queries);
   add_threads_option(c, a->threads);
   add_out_option(c, a->out, "the plan file (JSON, docs/FORMATS.md section 11)")->required();

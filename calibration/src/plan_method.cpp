@@ -1,8 +1,10 @@
 // The `plan` method family: plan:file=PLAN.json rebuilds each layer with the method the plan
-// chose for it (kvlab/plan.h).
+// chose for it, or each KV head of a layer with its own in a per-head plan (kvlab/plan.h).
+#include <algorithm>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
+#include <vector>
 
 #include "kvlab/kv_text.h"
 #include "kvlab/method.h"
@@ -14,6 +16,66 @@ namespace {
 const std::string kName = "plan";
 const std::string kKey = "file=";
 
+// One layer of a per-head plan whose KV heads use different methods: apply() dispatches on
+// HeadContext::kv_head; bits are the mean over heads (each head holds as many elements). A
+// layer whose heads agree holds that method itself instead.
+class HeadsMethod final : public Method {
+ public:
+  HeadsMethod(std::string spec, std::vector<MethodPtr> heads)
+      : spec_(std::move(spec)), heads_(std::move(heads)) {}
+  const std::string& family() const override { return kName; }
+  std::string spec() const override { return spec_; }
+  Schedule schedule(int64_t T) const override {
+    return intersect(heads_, [T](const Method& m) { return m.schedule(T); });
+  }
+  Bits bits(int64_t T, int64_t D) const override {
+    Bits b;
+    for (const MethodPtr& m : heads_) {
+      const Bits o = m->bits(T, D);
+      b.key += o.key / (double)heads_.size();
+      b.value += o.value / (double)heads_.size();
+    }
+    return b;
+  }
+  Reconstruction apply(const TensorView& k, const TensorView& v, const HeadContext& at) const override {
+    if (at.kv_head < 0 || at.kv_head >= (int64_t)heads_.size())
+      throw std::invalid_argument(spec_ + " has no KV head " + std::to_string(at.kv_head));
+    return heads_[at.kv_head]->apply(k, v, at);
+  }
+  void check_model(const ModelShape& s) const override {
+    for (const MethodPtr& m : heads_) m->check_model(s);
+  }
+  std::vector<std::string> files() const override {
+    std::vector<std::string> f;
+    for (const MethodPtr& m : heads_)
+      for (const std::string& x : m->files()) f.push_back(x);
+    return f;
+  }
+  bool needs_k_pre_rope() const override {
+    for (const MethodPtr& m : heads_)
+      if (m->needs_k_pre_rope()) return true;
+    return false;
+  }
+
+  // The range every method of `ms` quantizes.
+  template <class F>
+  static Schedule intersect(const std::vector<MethodPtr>& ms, F schedule_of) {
+    Schedule s = schedule_of(*ms[0]);
+    for (const MethodPtr& m : ms) {
+      const Schedule o = schedule_of(*m);
+      s.key_begin = std::max(s.key_begin, o.key_begin);
+      s.key_end = std::max(s.key_begin, std::min(s.key_end, o.key_end));
+      s.value_begin = std::max(s.value_begin, o.value_begin);
+      s.value_end = std::max(s.value_begin, std::min(s.value_end, o.value_end));
+    }
+    return s;
+  }
+
+ private:
+  std::string spec_;
+  std::vector<MethodPtr> heads_;
+};
+
 class PlanMethod final : public Method {
  public:
   explicit PlanMethod(const std::string& args) {
@@ -22,15 +84,18 @@ class PlanMethod final : public Method {
     path_ = args.substr(kKey.size());
     plan_ = read_plan_file(path_);
     for (const PlanLayer& l : plan_.layers) {
-      if (l.method.rfind(kName + ":", 0) == 0)
-        throw std::invalid_argument("plan file '" + path_ + "': layer " + std::to_string(l.layer) +
-                                    " names a plan");
-      try {
-        methods_.push_back(parse_method(l.method));
-      } catch (const std::invalid_argument& e) {
-        throw std::invalid_argument("plan file '" + path_ + "', layer " + std::to_string(l.layer) + ": " +
-                                    e.what());
+      const std::string at = "plan file '" + path_ + "', layer " + std::to_string(l.layer);
+      if (!plan_.per_head) {
+        methods_.push_back(parse_one(l.method, at));
+        continue;
       }
+      std::vector<MethodPtr> heads;
+      bool same = true;
+      for (const PlanHead& h : l.heads) {
+        heads.push_back(parse_one(h.method, at + ", KV head " + std::to_string(h.kv_head)));
+        same = same && *heads.back() == *heads[0];
+      }
+      methods_.push_back(same ? heads[0] : std::make_shared<const HeadsMethod>(at, std::move(heads)));
     }
   }
   const std::string& family() const override { return kName; }
@@ -38,15 +103,7 @@ class PlanMethod final : public Method {
   // The range every layer quantizes (reconstruction errors are taken there; attention metrics
   // see each layer's own cache).
   Schedule schedule(int64_t T) const override {
-    Schedule s = methods_[0]->schedule(T);
-    for (const MethodPtr& m : methods_) {
-      const Schedule o = m->schedule(T);
-      s.key_begin = std::max(s.key_begin, o.key_begin);
-      s.key_end = std::max(s.key_begin, std::min(s.key_end, o.key_end));
-      s.value_begin = std::max(s.value_begin, o.value_begin);
-      s.value_end = std::max(s.value_begin, std::min(s.value_end, o.value_end));
-    }
-    return s;
+    return HeadsMethod::intersect(methods_, [T](const Method& m) { return m.schedule(T); });
   }
   // The mean over layers (every layer holds the same number of heads and elements).
   Bits bits(int64_t T, int64_t D) const override {
@@ -85,11 +142,22 @@ class PlanMethod final : public Method {
     return false;
   }
   std::string calibration() const override {
-    return "per-layer methods chosen on " + plan_.calibration + " (" + plan_.metric + ", budget " +
-           text::format_double(plan_.budget) + " bits)";
+    return std::string(plan_.per_head ? "per-head" : "per-layer") + " methods chosen on " +
+           plan_.calibration + " (" + plan_.metric + ", budget " + text::format_double(plan_.budget) +
+           " bits)";
   }
 
  private:
+  // One method of the plan file: not a plan itself.
+  static MethodPtr parse_one(const std::string& spec, const std::string& at) {
+    if (spec.rfind(kName + ":", 0) == 0) throw std::invalid_argument(at + " names a plan");
+    try {
+      return parse_method(spec);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(at + ": " + e.what());
+    }
+  }
+
   std::string path_;
   Plan plan_;
   std::vector<MethodPtr> methods_;

@@ -1,14 +1,19 @@
 // kvlab plan's chooser (hand-checked knapsack), the plan file and the `plan` method.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <stdexcept>
 #include <string>
+#include <tuple>
+#include <utility>
 
+#include "kvlab/dump.h"
 #include "kvlab/method.h"
 #include "kvlab/plan.h"
 #include "kvlab/synthetic_dump.h"
+#include "kvlab/vq_method.h"
 
 namespace {
 
@@ -48,7 +53,8 @@ Plan two_layers() {
   p.head_dim = 16;
   p.tokens = 256;
   p.candidates = {"kivi-2", "int8"};
-  p.layers = {{0, parse_method("kivi-2")->spec(), 2.4, 0.1}, {1, parse_method("int8")->spec(), 8.0, 0.01}};
+  p.layers = {{0, parse_method("kivi-2")->spec(), 2.4, 0.1, {}},
+              {1, parse_method("int8")->spec(), 8.0, 0.01, {}}};
   return p;
 }
 
@@ -75,6 +81,113 @@ TEST(Plan, FileRoundTripAndMethodAppliesEachLayersChoice) {
   EXPECT_THROW(m->apply(k.view(), v.view(), {2, 0}), std::invalid_argument);
   // the quantized range common to both layers: kivi-2's
   EXPECT_EQ(m->schedule(256).key_end, kivi->schedule(256).key_end);
+}
+
+// Per-head plans (version 2): layer 0's KV heads use kivi-2 and int8, layer 1's both kivi-4.
+Plan per_head() {
+  Plan p = two_layers();
+  p.per_head = true;
+  const std::string kivi2 = parse_method("kivi-2")->spec(), int8 = parse_method("int8")->spec(),
+                    kivi4 = parse_method("kivi-4")->spec();
+  p.layers[0] = {0, "", 5.2, 0.2, {{0, kivi2, 2.4, 0.15}, {1, int8, 8.0, 0.05}}};
+  p.layers[1] = {1, kivi4, 4.4, 0.02, {{0, kivi4, 4.4, 0.01}, {1, kivi4, 4.4, 0.01}}};
+  return p;
+}
+
+TEST(Plan, PerHeadFileRoundTripAndMethodAppliesEachHeadsChoice) {
+  register_plan_method();
+  const std::string text = plan_to_json(per_head());
+  EXPECT_NE(text.find("\"version\": 2"), std::string::npos);
+  EXPECT_NE(text.find("\"granularity\": \"head\""), std::string::npos);
+  EXPECT_EQ(plan_to_json(two_layers()).find("granularity"), std::string::npos);  // per-layer: version 1
+  const std::string path = write("plan_heads.json", text);
+  const Plan back = read_plan_file(path);
+  ASSERT_TRUE(back.per_head);
+  ASSERT_EQ(back.layers[0].heads.size(), 2u);
+  EXPECT_EQ(back.layers[0].heads[1].method, parse_method("int8")->spec());
+  EXPECT_DOUBLE_EQ(back.layers[0].heads[0].error, 0.15);
+
+  const MethodPtr m = parse_method("plan:file=" + path);
+  const MethodPtr kivi2 = parse_method("kivi-2"), int8 = parse_method("int8"), kivi4 = parse_method("kivi-4");
+  const SyntheticDump d(synthetic_preset("tiny"));
+  for (int64_t g = 0; g < 2; ++g) {
+    const Tensor k = d.read_head(0, Role::K, g), v = d.read_head(0, Role::V, g);
+    const Method& want0 = g == 0 ? *kivi2 : *int8;
+    EXPECT_EQ(m->apply(k.view(), v.view(), {0, g}).k.data, want0.apply(k.view(), v.view(), {0, g}).k.data);
+    EXPECT_EQ(m->apply(k.view(), v.view(), {0, g}).v.data, want0.apply(k.view(), v.view(), {0, g}).v.data);
+    EXPECT_EQ(m->apply(k.view(), v.view(), {1, g}).k.data, kivi4->apply(k.view(), v.view(), {1, g}).k.data);
+  }
+  const Tensor k = d.read_head(0, Role::K, 0), v = d.read_head(0, Role::V, 0);
+  EXPECT_THROW(m->apply(k.view(), v.view(), {0, 2}), std::invalid_argument);  // no KV head 2
+  // bits: the mean over the four (layer, head) units
+  const double want =
+      (kivi2->bits(256, 16).both() + int8->bits(256, 16).both() + 2 * kivi4->bits(256, 16).both()) / 4;
+  EXPECT_NEAR(m->bits(256, 16).both(), want, 1e-12);
+  EXPECT_NE(m->calibration().find("per-head"), std::string::npos);
+  // the files of methods inside a mixed layer count as inputs too (a kvquant calibration dump)
+  register_vq_method();
+  SyntheticDumpParams sp = synthetic_preset("tiny");
+  sp.k_pre_rope = true;
+  const SyntheticDump src(sp);
+  const std::string calib = testing::TempDir() + "plan_heads_calib.h5";
+  {
+    DumpWriter w(calib, src.info());
+    for (int64_t l = 0; l < src.info().num_layers; ++l)
+      for (Role r : {Role::Q, Role::K, Role::V, Role::KPreRope}) w.write(l, r, src.read(l, r).view());
+    w.commit();
+  }
+  Plan with_kvquant = per_head();
+  with_kvquant.layers[0].heads[1].method = "kvquant:bits=3,calib=dump:" + calib;
+  const std::string kq_path = write("plan_heads_kvquant.json", plan_to_json(with_kvquant));
+  const MethodPtr mk = parse_method("plan:file=" + kq_path);
+  EXPECT_EQ(mk->files(), (std::vector<std::string>{kq_path, calib}));
+  EXPECT_TRUE(mk->needs_k_pre_rope());
+
+  // version 2 without its heads, with a head missing or out of order: named errors
+  Plan no_heads = per_head();
+  no_heads.layers[1].heads.clear();
+  Plan swapped = per_head();
+  std::swap(swapped.layers[0].heads[0], swapped.layers[0].heads[1]);
+  std::string no_granularity = text;
+  no_granularity.replace(no_granularity.find("\"granularity\""), 13, "\"grain\"");
+  for (const auto& [name, body, needle] :
+       {std::tuple<std::string, std::string, std::string>{"h1.json", plan_to_json(no_heads), "has 0 heads"},
+        {"h2.json", plan_to_json(swapped), "heads[0].kv_head is 1"},
+        {"h3.json", no_granularity, "granularity"}}) {
+    const std::string bad = write(name, body);
+    try {
+      parse_method("plan:file=" + bad);
+      ADD_FAILURE() << name;
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find(bad), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(Plan, ChooserOverManyUnitsAndItsSizeLimit) {
+  // 12 units (6 layers x 2 KV heads), 3 candidates: the least error per unit within the mean.
+  std::vector<std::vector<double>> err(12);
+  for (int u = 0; u < 12; ++u) err[u] = {10.0 + u, 5.0 + u * 0.1, 1.0};  // 4 bits help the later units most
+  const std::vector<int> pick = choose_plan(err, {2, 3, 4}, 3.0);
+  double bits = 0;
+  for (int c : pick) bits += 2 + c;
+  EXPECT_LE(bits / 12, 3.0);
+  // brute force over the 3^12 choices
+  double best = 1e300;
+  for (int code = 0; code < 531441; ++code) {
+    double e = 0, b = 0;
+    for (int u = 0, c = code; u < 12; ++u, c /= 3) e += err[u][c % 3], b += 2 + c % 3;
+    if (b <= 36 && e < best) best = e;
+  }
+  double got = 0;
+  for (int u = 0; u < 12; ++u) got += err[u][pick[u]];
+  EXPECT_DOUBLE_EQ(got, best);
+  // a table too large to hold is refused, not allocated
+  const std::vector<std::vector<double>> many(100000, std::vector<double>{1.0, 0.5});
+  EXPECT_THROW(choose_plan(many, {2, 16}, 15.0), std::invalid_argument);
+  EXPECT_THROW(choose_plan({std::vector<double>(256, 1.0)}, std::vector<double>(256, 2.0), 3.0),
+               std::invalid_argument);
 }
 
 TEST(Plan, BadFilesAreRefusedNamingTheFile) {

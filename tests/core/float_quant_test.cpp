@@ -2,7 +2,9 @@
 // scale granularities, nibble packing, calibrated scales, specs, the fp4 method family.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <random>
 #include <stdexcept>
 #include <vector>
 
@@ -85,6 +87,57 @@ TEST(FloatQuant, OddHeadDimPacksNibblesPerTokenRow) {
   EXPECT_EQ(q.codes, (std::vector<uint8_t>{0x57, 0x24, 0x01, 0xDF, 0xAC, 0x09}));
   EXPECT_EQ(dequantize_float(q), t.data);
   EXPECT_DOUBLE_EQ(float_packed_bits({2, 5}, parse_float_spec("fmt=nvfp4")), 10 * 4 + 2 * 8 + 32);
+}
+
+// The row encoder (passes over whole rows, vectorized) against the recipe applied one element
+// at a time, on random rows of every kind (zeros, tiny, huge, subnormal, any finite bits) for
+// widths with and without a partial last block.
+TEST(FloatQuant, Fp4RowsEqualTheRecipeElementByElement) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal;
+  for (const char* fmt : {"fmt=nvfp4", "fmt=mxfp4"})
+    for (int64_t D : {1, 15, 16, 17, 33, 100, 128}) {
+      const int64_t T = 64;
+      std::vector<float> x(T * D);
+      for (int64_t t = 0; t < T; ++t) {
+        const float scale = std::ldexp(1.0f, (int)(rng() % 100) - 50);
+        for (int64_t c = 0; c < D; ++c) {
+          float& v = x[t * D + c];
+          switch (t % 4) {
+            case 0: v = normal(rng) * scale; break;
+            case 1: v = rng() % 3 == 0 ? 0.0f : normal(rng); break;
+            case 2: v = bits_float(rng() & 0x807fffffu); break;  // subnormals and zeros
+            default: {
+              uint32_t u;
+              do u = rng();
+              while ((u & 0x7f800000u) == 0x7f800000u);  // any finite float
+              v = bits_float(u);
+            }
+          }
+        }
+      }
+      const FloatSpec spec = parse_float_spec(fmt);
+      const FloatLayout L = make_float_layout({T, D}, spec);
+      const Tensor t = kvtest::make_tensor({T, D}, x);
+      const FloatQuantized q = quantize_float(t.view(), spec);
+      const float s_t = spec.format == FloatFormat::NVFP4 ? q.scale.at(0) : 0.0f;
+      for (int64_t r = 0; r < T; ++r)
+        for (int64_t c = 0; c < D; ++c) {
+          const int64_t b = c / L.block();
+          const float* blk = &x[r * D + b * L.block()];
+          float amax = 0.0f;
+          for (int64_t j = 0; j < std::min<int64_t>(L.block(), D - b * L.block()); ++j)
+            amax = std::max(amax, std::fabs(blk[j]));
+          const uint8_t bs =
+              spec.format == FloatFormat::NVFP4 ? nvfp4_block_code(amax, s_t) : mxfp4_block_code(amax);
+          const float S =
+              spec.format == FloatFormat::NVFP4 ? nvfp4_block_scale(bs, s_t) : mxfp4_block_scale(bs);
+          ASSERT_EQ(q.block_scale[r * L.blocks() + b], bs)
+              << fmt << " D " << D << " row " << r << " block " << b;
+          const uint8_t code = (q.codes[r * L.row_bytes() + c / 2] >> (4 * (c % 2))) & 0xF;
+          ASSERT_EQ(code, fp4_code(x[r * D + c], S)) << fmt << " D " << D << " row " << r << " channel " << c;
+        }
+    }
 }
 
 TEST(FloatQuant, Fp8ScaleGranularities) {

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kvlab/kmeans.h"
@@ -108,6 +109,40 @@ TEST(KMeansExact, PrunedRunsEqualFullScans) {
     kvlab::kmeans_assign(x.data(), s.n, s.d, r.centroids.data(), s.k, a.data(), nullptr, 1);
     EXPECT_EQ(r.assign, a);
   }
+}
+
+// d = 1 has its own loops (points across lanes; sums of a run of equal assignments in
+// registers): the same run as the general loops on the points padded with a zero coordinate,
+// which adds exact zeros only. Sorted points (as kvquant passes them) make long runs; weights,
+// k beyond one 16-centroid block and 2 threads (centroid ranges per thread) are covered too.
+TEST(KMeansExact, OneDimensionEqualsTheGeneralLoops) {
+  for (const bool sorted : {false, true})
+    for (const int64_t k : {4, 16, 37})
+      for (const bool weighted : {false, true}) {
+        const int64_t n = 3000;
+        auto x = blobs(n, 1, 7, 0.5f, 0.7f, 11 + k);
+        if (sorted) std::sort(x.begin(), x.end());
+        std::vector<float> x2(2 * n, 0.0f), w(n);
+        for (int64_t i = 0; i < n; ++i) x2[2 * i] = x[i], w[i] = (float)(1 + i % 5) * 0.25f;
+        kvlab::KMeansParams p;
+        p.k = k;
+        p.iters = 15;
+        p.init = kvlab::KMeansInit::KMeansPP;
+        p.threads = 2;
+        const float* wp = weighted ? w.data() : nullptr;
+        const auto r1 = kvlab::kmeans(x.data(), n, 1, p, wp);
+        const auto r2 = kvlab::kmeans(x2.data(), n, 2, p, wp);
+        std::vector<float> c2(k);
+        for (int64_t c = 0; c < k; ++c) c2[c] = r2.centroids[2 * c];
+        const std::string what = "sorted " + std::to_string(sorted) + " k " + std::to_string(k) +
+                                 " weighted " + std::to_string(weighted);
+        EXPECT_EQ(r1.centroids, c2) << what;
+        EXPECT_EQ(r1.assign, r2.assign) << what;
+        EXPECT_EQ(r1.objective, r2.objective) << what;
+        ASSERT_EQ(r1.iterations.size(), r2.iterations.size());
+        for (size_t i = 0; i < r1.iterations.size(); ++i)
+          EXPECT_EQ(r1.iterations[i].objective, r2.iterations[i].objective) << what << " iteration " << i;
+      }
 }
 
 }  // namespace

@@ -132,6 +132,34 @@ struct Stepper {
     return s;
   }
 
+  // update()'s sums for d = 1 (kvquant's per-channel levels, whose points come sorted, so
+  // neighbours share a centroid): a run of points with the same centroid adds into registers
+  // and stores once at its end. Each centroid's sums take the same additions in the same
+  // (point) order as the general loop, so the same bits; there every addition waited on the
+  // store of the one before.
+  void sum_runs_d1(const std::vector<float>& c, int64_t c0, int64_t c1) {
+    int64_t i = 0;
+    while (i < n) {
+      const int64_t a = assign[i];
+      if (a < c0 || a >= c1) {
+        ++i;
+        continue;
+      }
+      double* s = &sums[a * 3];
+      double sx = s[0], sw = s[1], sn = s[2], obj = obj_c[a];
+      const double ca = c[a];
+      for (; i < n && assign[i] == a; ++i) {
+        const double wi = w ? w[i] : 1.0;
+        const double u = (double)x[i] - ca;
+        obj += wi * (u * u);
+        sx += wi * x[i];
+        sw += wi;
+        sn += 1;
+      }
+      s[0] = sx, s[1] = sw, s[2] = sn, obj_c[a] = obj;
+    }
+  }
+
   // One pass over the points: the objective under the current assignment and centroids, then
   // new centroids (weighted means of their points). Each thread owns a range of centroids and
   // scans every point's assignment, summing its own points in point order: every sum is the
@@ -145,7 +173,8 @@ struct Stepper {
     {
       const int64_t nth = omp_get_num_threads(), t = omp_get_thread_num();
       const int64_t c0 = k * t / nth, c1 = k * (t + 1) / nth;
-      for (int64_t i = 0; i < n; ++i) {
+      if (d == 1) sum_runs_d1(c, c0, c1);
+      for (int64_t i = 0; i < n && d > 1; ++i) {
         const int64_t a = assign[i];
         if (a < c0 || a >= c1) continue;
         double* s = &sums[a * row];

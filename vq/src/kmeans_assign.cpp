@@ -253,10 +253,39 @@ auto pick(int64_t d, F f) {
   }
 }
 
+// d = 1 (kvquant's per-channel levels): points across the vector lanes instead of centroids.
+// With one coordinate, the centroid-major kernel spends most of each point in its 16-lane
+// reduction. Here each centroid in index order updates a block of points: f = fma(c, -2x,
+// ||c||^2), the same single rounding as the packed kernel, and only a strictly smaller f
+// replaces, so the lowest index with the smallest f wins as there.
+void assign_range_d1(const float* x, int64_t n, const CentroidPack& pk, int32_t* out) {
+  constexpr int64_t kP = 64;
+  for (int64_t i0 = 0; i0 < n; i0 += kP) {
+    const int64_t m = std::min(kP, n - i0);
+    float m2x[kP], best[kP];
+    int32_t idx[kP];
+    for (int64_t i = 0; i < m; ++i) {
+      m2x[i] = -2.0f * x[i0 + i];
+      best[i] = std::numeric_limits<float>::infinity();
+      idx[i] = 0;
+    }
+    for (int64_t c = 0; c < pk.k; ++c) {
+      const float cc = pk.ct[(c / kLanes) * kLanes + c % kLanes], nn = pk.norm2[c];
+      for (int64_t i = 0; i < m; ++i) {
+        const float f = std::fma(cc, m2x[i], nn);
+        const bool lt = f < best[i];
+        best[i] = lt ? f : best[i];
+        idx[i] = lt ? (int32_t)c : idx[i];
+      }
+    }
+    std::copy(idx, idx + m, out + i0);
+  }
+}
+
 }  // namespace
 
 void assign_nearest(const float* x, int64_t n, const CentroidPack& pk, int32_t* assign, int threads) {
-  const RangeFn fn = pick(pk.d, [](auto t) { return decltype(t)::range; });
+  const RangeFn fn = pk.d == 1 ? assign_range_d1 : pick(pk.d, [](auto t) { return decltype(t)::range; });
   constexpr int64_t kBlock = 256;  // points per task: fixed, so the split never depends on threads
   const int64_t nb = (n + kBlock - 1) / kBlock;
   const int nt = resolve_threads(threads);
