@@ -45,6 +45,9 @@ struct Vec {
   static constexpr int W = 16;
   __m512 v;
   static Vec load(const float* p) { return {_mm512_loadu_ps(p)}; }
+  // Keeps a loaded vector in a register: otherwise GCC folds its load into every FMA using it,
+  // and the loads (one per point) instead of the FMAs bound the kernel.
+  void pin() { asm("" : "+v"(v)); }
   static Vec set1(float f) { return {_mm512_set1_ps(f)}; }
   static Vec fma(Vec a, Vec b, Vec c) { return {_mm512_fmadd_ps(a.v, b.v, c.v)}; }
   static Vec min(Vec a, Vec b) { return {_mm512_min_ps(a.v, b.v)}; }
@@ -75,6 +78,7 @@ struct Vec {
   static constexpr int W = 8;
   __m256 v;
   static Vec load(const float* p) { return {_mm256_loadu_ps(p)}; }
+  void pin() { asm("" : "+x"(v)); }  // as above
   static Vec set1(float f) { return {_mm256_set1_ps(f)}; }
   static Vec fma(Vec a, Vec b, Vec c) { return {_mm256_fmadd_ps(a.v, b.v, c.v)}; }
   static Vec min(Vec a, Vec b) { return {_mm256_min_ps(a.v, b.v)}; }
@@ -115,6 +119,7 @@ struct Vec {
     std::memcpy(r.v, p, sizeof r.v);
     return r;
   }
+  void pin() {}
   static Vec set1(float f) {
     Vec r;
     std::fill(r.v, r.v + W, f);
@@ -190,7 +195,8 @@ void assign_points(const float* xm2, const CentroidPack& pk, int32_t* out, float
     const Vec nb = Vec::load(&pk.norm2[g * W]);
     for (int p = 0; p < P; ++p) acc[p] = nb;
     for (int64_t j = 0; j < d; ++j) {
-      const Vec c = Vec::load(cb + j * kLanes);
+      Vec c = Vec::load(cb + j * kLanes);
+      c.pin();
       for (int p = 0; p < P; ++p) acc[p] = Vec::fma(c, Vec::set1(xm2[p * d + j]), acc[p]);
     }
     for (int p = 0; p < P; ++p) {
