@@ -4,6 +4,8 @@
 # cores, several jobs side by side (they share the L3 cache, memory bandwidth and the clock
 # budget: docs/PERFORMANCE.md says what that means for the figures). Logs of finished jobs are
 # appended to LOG whole, so a run cut short still leaves every finished job's table.
+# KVLAB_GRID_BASE=BINARY: each job then also runs that kvlab_bench_kmeans_faiss (an older build)
+# on its cases and cores, kvlab only: an A/B of two builds under the same conditions.
 # Usage: benchmarks/kmeans_faiss_grid.sh LOG [--build DIR] [--repeats N]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,6 +28,11 @@ for job in "${JOBS[@]}"; do
     tmp=$(mktemp)
     taskset -c "$(IFS=,; echo "${mine[*]}")" benchmarks/kmeans_faiss_pypi.sh --threads "$t" --cases "$cases" \
       "${ARGS[@]}" >"$tmp" 2>&1 || echo "job $job failed: $?" >>"$tmp"
+    if [ -n "${KVLAB_GRID_BASE:-}" ]; then
+      echo "base build $KVLAB_GRID_BASE:" >>"$tmp"
+      OMP_NUM_THREADS=$t OMP_WAIT_POLICY=passive taskset -c "$(IFS=,; echo "${mine[*]}")" "$KVLAB_GRID_BASE" \
+        --no-faiss --repeats 3 --cases "$cases" >>"$tmp" 2>&1 || echo "base failed: $?" >>"$tmp"
+    fi
     { echo "== job $t thread(s) on CPU ${mine[*]}: $cases"; cat "$tmp"; } | flock "$LOG" tee -a "$LOG" >/dev/null
     rm -f "$tmp"
     echo "${mine[*]}" >&3
