@@ -44,11 +44,26 @@ int32_t nearest_ref(const float* x, const float* c, int64_t k, int64_t d) {
 }
 
 // Plain Lloyd: full scan, double sums in point order, empty clusters split from the heaviest.
+// objectives[it]: iteration it's objective, per centroid in point order, then over centroids.
 std::vector<float> lloyd_ref(const std::vector<float>& x, int64_t n, int64_t d, std::vector<float> c,
-                             int64_t k, int iters) {
+                             int64_t k, int iters, std::vector<double>* objectives = nullptr) {
   std::vector<int32_t> a(n);
   for (int it = 0; it < iters; ++it) {
     kvlab::kmeans_assign(x.data(), n, d, c.data(), k, a.data(), nullptr, 1);
+    if (objectives) {
+      std::vector<double> per(k, 0.0);
+      for (int64_t i = 0; i < n; ++i) {
+        double e = 0;
+        for (int64_t j = 0; j < d; ++j) {
+          const double u = (double)x[i * d + j] - c[a[i] * d + j];
+          e += u * u;
+        }
+        per[a[i]] += e;
+      }
+      double total = 0;
+      for (double v : per) total += v;
+      objectives->push_back(total);
+    }
     std::vector<double> s(k * d, 0.0), m(k, 0.0);
     for (int64_t i = 0; i < n; ++i) {
       for (int64_t j = 0; j < d; ++j) s[a[i] * d + j] += x[i * d + j];
@@ -103,8 +118,13 @@ TEST(KMeansExact, PrunedRunsEqualFullScans) {
     p.iters = 12;
     p.threads = 2;
     const auto r = kvlab::kmeans(x.data(), s.n, s.d, p, nullptr, c0.data());
-    EXPECT_EQ(r.centroids, lloyd_ref(x, s.n, s.d, c0, s.k, p.iters))
+    std::vector<double> objectives;
+    EXPECT_EQ(r.centroids, lloyd_ref(x, s.n, s.d, c0, s.k, p.iters, &objectives))
         << "n " << s.n << " d " << s.d << " k " << s.k;
+    ASSERT_EQ(r.iterations.size(), objectives.size());
+    for (size_t it = 0; it < objectives.size(); ++it)  // the same sums in the same order: equal bits
+      EXPECT_EQ(r.iterations[it].objective, objectives[it])
+          << "d " << s.d << " k " << s.k << " iteration " << it;
     std::vector<int32_t> a(s.n);
     kvlab::kmeans_assign(x.data(), s.n, s.d, r.centroids.data(), s.k, a.data(), nullptr, 1);
     EXPECT_EQ(r.assign, a);

@@ -36,172 +36,219 @@ void CentroidPack::build(const float* c, int64_t k_, int64_t d_) {
 
 namespace {
 
-// 16 floats (one packed block) and their lane indices, in the widest registers the CPU has.
-// Every variant computes the same values: one rounding per fused multiply-add.
+// W floats of one packed block (W = 16 with AVX-512, 8 with AVX2: a block is then two groups of 8
+// lanes) and their centroid indices. Every variant computes the same values: one rounding per
+// fused multiply-add. A lane keeps the lowest index of its smallest f (strict < over increasing
+// index), so the nearest centroid (smallest f, lowest index) does not depend on W.
 #if defined(__AVX512F__)
-struct V16 {
+struct Vec {
+  static constexpr int W = 16;
   __m512 v;
-  static V16 load(const float* p) { return {_mm512_loadu_ps(p)}; }
-  static V16 set1(float f) { return {_mm512_set1_ps(f)}; }
-  static V16 fma(V16 a, V16 b, V16 c) { return {_mm512_fmadd_ps(a.v, b.v, c.v)}; }
+  static Vec load(const float* p) { return {_mm512_loadu_ps(p)}; }
+  // Keeps a loaded vector in a register: otherwise GCC folds its load into every FMA using it,
+  // and the loads (one per point) instead of the FMAs bound the kernel.
+  void pin() { asm("" : "+v"(v)); }
+  static Vec set1(float f) { return {_mm512_set1_ps(f)}; }
+  static Vec fma(Vec a, Vec b, Vec c) { return {_mm512_fmadd_ps(a.v, b.v, c.v)}; }
+  static Vec min(Vec a, Vec b) { return {_mm512_min_ps(a.v, b.v)}; }
+  static Vec max(Vec a, Vec b) { return {_mm512_max_ps(a.v, b.v)}; }
   void store(float* p) const { _mm512_storeu_ps(p, v); }
 };
-struct I16 {
+struct Idx {
   __m512i v;
-  static I16 iota(int32_t base) {
-    return {_mm512_add_epi32(_mm512_set1_epi32(base),
-                             _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15))};
-  }
+  static Idx iota() { return {_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)}; }
+  Idx plus(int32_t k) const { return {_mm512_add_epi32(v, _mm512_set1_epi32(k))}; }
   void store(int32_t* p) const { _mm512_storeu_si512(p, v); }
 };
-// best, idx <- acc, ib where acc < best (strict: the earlier block keeps ties); s2 <- the
-// second-smallest seen, min(s2, max(acc, best)).
-template <bool Second>
-inline void keep_min(V16 acc, I16 ib, V16& best, I16& idx, V16& s2) {
+// best, idx <- acc, ib where acc < best (strict: the earlier group keeps ties).
+inline void keep_min(Vec acc, Idx ib, Vec& best, Idx& idx) {
   const __mmask16 m = _mm512_cmp_ps_mask(acc.v, best.v, _CMP_LT_OQ);
-  if constexpr (Second) s2.v = _mm512_min_ps(s2.v, _mm512_max_ps(acc.v, best.v));
   best.v = _mm512_mask_mov_ps(best.v, m, acc.v);
   idx.v = _mm512_mask_mov_epi32(idx.v, m, ib.v);
 }
+// The smallest value and, among the lanes holding it, the smallest index. best never holds a
+// NaN (keep_min's strict < never takes one), so min and == see every lane.
+inline int32_t argmin(Vec best, Idx idx) {
+  const __m512 m = _mm512_set1_ps(_mm512_reduce_min_ps(best.v));
+  const __mmask16 eq = _mm512_cmp_ps_mask(best.v, m, _CMP_EQ_OQ);
+  return _mm512_mask_reduce_min_epi32(eq, idx.v);
+}
 #elif defined(__AVX2__) && defined(__FMA__)
-struct V16 {
-  __m256 lo, hi;
-  static V16 load(const float* p) { return {_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)}; }
-  static V16 set1(float f) { return {_mm256_set1_ps(f), _mm256_set1_ps(f)}; }
-  static V16 fma(V16 a, V16 b, V16 c) {
-    return {_mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi)};
-  }
-  void store(float* p) const {
-    _mm256_storeu_ps(p, lo);
-    _mm256_storeu_ps(p + 8, hi);
-  }
+struct Vec {
+  static constexpr int W = 8;
+  __m256 v;
+  static Vec load(const float* p) { return {_mm256_loadu_ps(p)}; }
+  void pin() { asm("" : "+x"(v)); }  // as above
+  static Vec set1(float f) { return {_mm256_set1_ps(f)}; }
+  static Vec fma(Vec a, Vec b, Vec c) { return {_mm256_fmadd_ps(a.v, b.v, c.v)}; }
+  static Vec min(Vec a, Vec b) { return {_mm256_min_ps(a.v, b.v)}; }
+  static Vec max(Vec a, Vec b) { return {_mm256_max_ps(a.v, b.v)}; }
+  void store(float* p) const { _mm256_storeu_ps(p, v); }
 };
-struct I16 {
-  __m256 lo, hi;  // int32 bits kept in float registers (blends only)
-  static I16 iota(int32_t base) {
-    const __m256i b = _mm256_set1_epi32(base), l = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    return {_mm256_castsi256_ps(_mm256_add_epi32(b, l)),
-            _mm256_castsi256_ps(_mm256_add_epi32(_mm256_add_epi32(b, l), _mm256_set1_epi32(8)))};
+struct Idx {
+  __m256 v;  // int32 bits kept in a float register (blends only)
+  static Idx iota() { return {_mm256_castsi256_ps(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7))}; }
+  Idx plus(int32_t k) const {
+    return {_mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(v), _mm256_set1_epi32(k)))};
   }
-  void store(int32_t* p) const {
-    _mm256_storeu_ps((float*)p, lo);
-    _mm256_storeu_ps((float*)p + 8, hi);
-  }
+  void store(int32_t* p) const { _mm256_storeu_ps((float*)p, v); }
 };
-template <bool Second>
-inline void keep_min(V16 acc, I16 ib, V16& best, I16& idx, V16& s2) {
-  const __m256 m0 = _mm256_cmp_ps(acc.lo, best.lo, _CMP_LT_OQ),
-               m1 = _mm256_cmp_ps(acc.hi, best.hi, _CMP_LT_OQ);
-  if constexpr (Second) {
-    s2.lo = _mm256_min_ps(s2.lo, _mm256_max_ps(acc.lo, best.lo));
-    s2.hi = _mm256_min_ps(s2.hi, _mm256_max_ps(acc.hi, best.hi));
-  }
-  best.lo = _mm256_blendv_ps(best.lo, acc.lo, m0);
-  best.hi = _mm256_blendv_ps(best.hi, acc.hi, m1);
-  idx.lo = _mm256_blendv_ps(idx.lo, ib.lo, m0);
-  idx.hi = _mm256_blendv_ps(idx.hi, ib.hi, m1);
+inline void keep_min(Vec acc, Idx ib, Vec& best, Idx& idx) {
+  const __m256 m = _mm256_cmp_ps(acc.v, best.v, _CMP_LT_OQ);
+  best.v = _mm256_blendv_ps(best.v, acc.v, m);
+  idx.v = _mm256_blendv_ps(idx.v, ib.v, m);
+}
+inline int32_t argmin(Vec best, Idx idx) {
+  __m256 m = _mm256_min_ps(best.v, _mm256_permute2f128_ps(best.v, best.v, 1));
+  m = _mm256_min_ps(m, _mm256_shuffle_ps(m, m, 0x4e));
+  m = _mm256_min_ps(m, _mm256_shuffle_ps(m, m, 0xb1));
+  const __m256i big = _mm256_set1_epi32(INT32_MAX);
+  __m256i c = _mm256_blendv_epi8(big, _mm256_castps_si256(idx.v),
+                                 _mm256_castps_si256(_mm256_cmp_ps(best.v, m, _CMP_EQ_OQ)));
+  c = _mm256_min_epi32(c, _mm256_permute2x128_si256(c, c, 1));
+  c = _mm256_min_epi32(c, _mm256_shuffle_epi32(c, 0x4e));
+  c = _mm256_min_epi32(c, _mm256_shuffle_epi32(c, 0xb1));
+  return _mm256_cvtsi256_si32(c);
 }
 #else
-struct V16 {
-  float v[kLanes];
-  static V16 load(const float* p) {
-    V16 r;
+struct Vec {
+  static constexpr int W = 8;
+  float v[W];
+  static Vec load(const float* p) {
+    Vec r;
     std::memcpy(r.v, p, sizeof r.v);
     return r;
   }
-  static V16 set1(float f) {
-    V16 r;
-    std::fill(r.v, r.v + kLanes, f);
+  void pin() {}
+  static Vec set1(float f) {
+    Vec r;
+    std::fill(r.v, r.v + W, f);
     return r;
   }
-  static V16 fma(V16 a, V16 b, V16 c) {
-    for (int l = 0; l < kLanes; ++l) c.v[l] = std::fma(a.v[l], b.v[l], c.v[l]);
+  static Vec fma(Vec a, Vec b, Vec c) {
+    for (int l = 0; l < W; ++l) c.v[l] = std::fma(a.v[l], b.v[l], c.v[l]);
     return c;
+  }
+  static Vec min(Vec a, Vec b) {
+    for (int l = 0; l < W; ++l) a.v[l] = std::min(a.v[l], b.v[l]);
+    return a;
+  }
+  static Vec max(Vec a, Vec b) {
+    for (int l = 0; l < W; ++l) a.v[l] = std::max(a.v[l], b.v[l]);
+    return a;
   }
   void store(float* p) const { std::memcpy(p, v, sizeof v); }
 };
-struct I16 {
-  int32_t v[kLanes];
-  static I16 iota(int32_t base) {
-    I16 r;
-    for (int l = 0; l < kLanes; ++l) r.v[l] = base + l;
+struct Idx {
+  int32_t v[Vec::W];
+  static Idx iota() {
+    Idx r;
+    for (int l = 0; l < Vec::W; ++l) r.v[l] = l;
+    return r;
+  }
+  Idx plus(int32_t k) const {
+    Idx r = *this;
+    for (int l = 0; l < Vec::W; ++l) r.v[l] += k;
     return r;
   }
   void store(int32_t* p) const { std::memcpy(p, v, sizeof v); }
 };
-template <bool Second>
-inline void keep_min(V16 acc, I16 ib, V16& best, I16& idx, V16& s2) {
-  for (int l = 0; l < kLanes; ++l) {
-    if constexpr (Second) s2.v[l] = std::min(s2.v[l], std::max(acc.v[l], best.v[l]));
+inline void keep_min(Vec acc, Idx ib, Vec& best, Idx& idx) {
+  for (int l = 0; l < Vec::W; ++l)
     if (acc.v[l] < best.v[l]) {
       best.v[l] = acc.v[l];
       idx.v[l] = ib.v[l];
     }
-  }
+}
+inline int32_t argmin(Vec best, Idx idx) {
+  int wl = 0;
+  for (int l = 1; l < Vec::W; ++l)
+    if (best.v[l] < best.v[wl] || (best.v[l] == best.v[wl] && idx.v[l] < idx.v[wl])) wl = l;
+  return idx.v[wl];
 }
 #endif
+constexpr int W = Vec::W, kGroups = kLanes / W;  // groups of W lanes per packed block
 
-// P points at once (xp[p]: point p's coordinates); D > 0: compile-time dimension, D == 0:
+// Points per call: as many as the registers hold (P accumulators, P bests and P indices, P
+// second-smallest values with Second, one centroid vector, one broadcast); each loaded centroid
+// vector serves them all.
+constexpr int kPoints = W == 16 ? 8 : 4, kPointsSecond = W == 16 ? 6 : 3;
+
+// P points at once; xm2[p * d + j] = -2 x_pj (exact). D > 0: compile-time dimension, D == 0:
 // runtime pack.d. Second: also the second-smallest f. out: nearest index (lowest on ties);
 // ob, os: its f and the second-smallest f.
 template <int D, int P, bool Second>
-void assign_points(const float* const* xp, const CentroidPack& pk, int32_t* out, float* ob, float* os) {
-  const int64_t d = D > 0 ? D : pk.d;
+void assign_points(const float* xm2, const CentroidPack& pk, int32_t* out, float* ob, float* os) {
+  const int64_t d = D > 0 ? D : pk.d, groups = pk.blocks * kGroups;
   constexpr float inf = std::numeric_limits<float>::infinity();
-  V16 best[P], acc[P], s2[P];
-  I16 bidx[P];
-  float xm2s[P][D > 0 ? D : 1];
-  if constexpr (D > 0)
-    for (int p = 0; p < P; ++p)
-      for (int j = 0; j < D; ++j) xm2s[p][j] = -2.0f * xp[p][j];
+  Vec best[P], acc[P], s2[P];
+  Idx bidx[P];
   for (int p = 0; p < P; ++p) {
-    best[p] = V16::set1(inf);
+    best[p] = Vec::set1(inf);
     s2[p] = best[p];
-    bidx[p] = I16::iota(0);
+    bidx[p] = Idx::iota();
   }
-  for (int64_t b = 0; b < pk.blocks; ++b) {
-    const float* cb = &pk.ct[b * d * kLanes];
-    const V16 nb = V16::load(&pk.norm2[b * kLanes]);
+  Idx ib = Idx::iota();
+  for (int64_t g = 0; g < groups; ++g, ib = ib.plus(W)) {
+    // group g: lanes (g % kGroups) * W.. of block g / kGroups, centroids g * W..
+    const float* cb = &pk.ct[(g / kGroups) * d * kLanes + (g % kGroups) * W];
+    const Vec nb = Vec::load(&pk.norm2[g * W]);
     for (int p = 0; p < P; ++p) acc[p] = nb;
     for (int64_t j = 0; j < d; ++j) {
-      const V16 c = V16::load(cb + j * kLanes);
-      for (int p = 0; p < P; ++p)
-        acc[p] = V16::fma(c, V16::set1(D > 0 ? xm2s[p][D > 0 ? j : 0] : -2.0f * xp[p][j]), acc[p]);
+      Vec c = Vec::load(cb + j * kLanes);
+      c.pin();
+      for (int p = 0; p < P; ++p) acc[p] = Vec::fma(c, Vec::set1(xm2[p * d + j]), acc[p]);
     }
-    const I16 ib = I16::iota((int32_t)(b * kLanes));
-    for (int p = 0; p < P; ++p) keep_min<Second>(acc[p], ib, best[p], bidx[p], s2[p]);
+    for (int p = 0; p < P; ++p) {
+      if constexpr (Second) s2[p] = Vec::min(s2[p], Vec::max(acc[p], best[p]));
+      keep_min(acc[p], ib, best[p], bidx[p]);
+    }
   }
   for (int p = 0; p < P; ++p) {
-    alignas(64) float bv[kLanes], sv[kLanes];
-    alignas(64) int32_t iv[kLanes];
-    best[p].store(bv);
-    bidx[p].store(iv);
-    int wl = 0;
-    for (int l = 1; l < kLanes; ++l)
-      if (bv[l] < bv[wl] || (bv[l] == bv[wl] && iv[l] < iv[wl])) wl = l;
-    out[p] = iv[wl];
-    if constexpr (Second) {
+    if constexpr (!Second) {
+      out[p] = argmin(best[p], bidx[p]);
+    } else {
+      alignas(64) float bv[W], sv[W];
+      alignas(64) int32_t iv[W];
+      best[p].store(bv);
+      bidx[p].store(iv);
       s2[p].store(sv);
-      float b2 = sv[wl];
-      for (int l = 0; l < kLanes; ++l)
-        if (l != wl) b2 = std::min(b2, std::min(bv[l], sv[l]));
+      int wl = 0;
+      for (int l = 1; l < W; ++l)
+        if (bv[l] < bv[wl] || (bv[l] == bv[wl] && iv[l] < iv[wl])) wl = l;
+      float b2 = sv[wl];  // the second-smallest: in the winner's lane, or another lane's best
+      for (int l = 0; l < W; ++l)
+        if (l != wl) b2 = std::min(b2, bv[l]);
+      out[p] = iv[wl];
       ob[p] = bv[wl];
       os[p] = b2;
     }
   }
 }
 
+// -2 x of P points (rows xp[p]) into xm2[p * d ..].
+template <int P>
+inline void scale_points(const float* const* xp, int64_t d, float* xm2) {
+  for (int p = 0; p < P; ++p)
+    for (int64_t j = 0; j < d; ++j) xm2[p * d + j] = -2.0f * xp[p][j];
+}
+
 template <int D>
 void assign_range(const float* x, int64_t n, const CentroidPack& pk, int32_t* out) {
   const int64_t d = pk.d;
+  constexpr int P = kPoints;
+  std::vector<float> xm2(P * d);
   int64_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    const float* xp[4] = {x + i * d, x + (i + 1) * d, x + (i + 2) * d, x + (i + 3) * d};
-    assign_points<D, 4, false>(xp, pk, out + i, nullptr, nullptr);
+  for (; i + P <= n; i += P) {
+    const float* xp[P];
+    for (int p = 0; p < P; ++p) xp[p] = x + (i + p) * d;
+    scale_points<P>(xp, d, xm2.data());
+    assign_points<D, P, false>(xm2.data(), pk, out + i, nullptr, nullptr);
   }
   for (; i < n; ++i) {
     const float* xp[1] = {x + i * d};
-    assign_points<D, 1, false>(xp, pk, out + i, nullptr, nullptr);
+    scale_points<1>(xp, d, xm2.data());
+    assign_points<D, 1, false>(xm2.data(), pk, out + i, nullptr, nullptr);
   }
 }
 
@@ -209,13 +256,17 @@ template <int D>
 void assign_list(const float* x, const int64_t* idx, int64_t m, const CentroidPack& pk, int32_t* assign,
                  float* best, float* second) {
   const int64_t d = pk.d;
+  constexpr int P = kPointsSecond;
+  std::vector<float> xm2(P * d);
   int64_t i = 0;
-  int32_t a[4];
-  float b[4], s[4];
-  for (; i + 4 <= m; i += 4) {
-    const float* xp[4] = {x + idx[i] * d, x + idx[i + 1] * d, x + idx[i + 2] * d, x + idx[i + 3] * d};
-    assign_points<D, 4, true>(xp, pk, a, b, s);
-    for (int p = 0; p < 4; ++p) {
+  int32_t a[P];
+  float b[P], s[P];
+  for (; i + P <= m; i += P) {
+    const float* xp[P];
+    for (int p = 0; p < P; ++p) xp[p] = x + idx[i + p] * d;
+    scale_points<P>(xp, d, xm2.data());
+    assign_points<D, P, true>(xm2.data(), pk, a, b, s);
+    for (int p = 0; p < P; ++p) {
       assign[idx[i + p]] = a[p];
       best[idx[i + p]] = b[p];
       second[idx[i + p]] = s[p];
@@ -223,7 +274,8 @@ void assign_list(const float* x, const int64_t* idx, int64_t m, const CentroidPa
   }
   for (; i < m; ++i) {
     const float* xp[1] = {x + idx[i] * d};
-    assign_points<D, 1, true>(xp, pk, a, b, s);
+    scale_points<1>(xp, d, xm2.data());
+    assign_points<D, 1, true>(xm2.data(), pk, a, b, s);
     assign[idx[i]] = a[0];
     best[idx[i]] = b[0];
     second[idx[i]] = s[0];
@@ -249,6 +301,7 @@ auto pick(int64_t d, F f) {
     case 6: return f(Fns<6>{});
     case 8: return f(Fns<8>{});
     case 16: return f(Fns<16>{});
+    case 32: return f(Fns<32>{});
     default: return f(Fns<0>{});
   }
 }

@@ -1,6 +1,7 @@
 // The k-means assignment kernel: nearest centroid by f(c) = ||c||^2 - 2 x.c (||x||^2 is the same
 // for every centroid), centroids packed 16 to a block and transposed so one vector holds one
-// coordinate of 16 centroids; 4 points share each loaded block.
+// coordinate of 16 centroids; it is read in groups of the CPU's vector width (16 lanes with
+// AVX-512, 8 with AVX2), each loaded group serving 4-8 points whose -2x is computed once.
 //
 // f is computed in one fixed order on every CPU and on the GPU (gpu/src/kmeans.cu): ||c||^2 as
 // float products added in coordinate order (no FMA), then one fused multiply-add per coordinate,
