@@ -193,8 +193,10 @@ void check_ppl(const TransformerConfig& c, int64_t context, int64_t tokens, cons
       const Method& lm = layer_method(*m, l);
       const UniformParams* u = lm.uniform();
       if (u && u->group > o.window)
-        fail("--methods " + spec + ": its group of " + std::to_string(u->group) + " tokens (" + lm.spec() +
-             ") exceeds the window of " + std::to_string(o.window) + " tokens; no group would be quantized");
+        fail("--methods " + spec +
+             (&lm == m.get() ? "" : " (layer " + std::to_string(l) + ": " + lm.spec() + ")") +
+             ": its group of " + std::to_string(u->group) + " tokens exceeds the window of " +
+             std::to_string(o.window) + " tokens; no group would be quantized");
       const Schedule s = lm.decode_schedule(o.window);
       quantizes = quantizes || s.key_end > s.key_begin || s.value_end > s.value_begin;
     }
