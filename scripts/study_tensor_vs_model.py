@@ -2,13 +2,16 @@
 """Tensor level against model level on the reference model (issue 14 part 4; docs/RESULTS.md).
 
 For each held-out window (<s> + 2047 tokens of data/<model>/heldout.txt): the C++ runner dumps
-q/k/v (`kvlab dump`), `kvlab.evaluate` gives the tensor metrics of every method (attention-score
-MSE, attention-output error, attention KL), and `kvlab.hf.score` the model-level damage under the
-decode-faithful rule (delta ppl, logit KL, against the fp16 cache as kvlab ppl). Per layer: each method of --layer-methods on one layer
-at a time, over the first --layer-windows windows. Spearman rank correlations between each tensor
-metric and delta ppl / logit KL, across methods and across (method, layer) pairs.
+q/k/v (`kvlab dump`) and `kvlab eval` gives the tensor metrics of every method (attention-score
+MSE, attention-output error, attention KL); `kvlab ppl` gives the model-level damage under the
+decode-faithful rule (delta ppl and logit KL against the fp16 cache), all windows in one run.
+What is learned comes from a training book of the model, never the held-out text: the VQ
+codebook and kvquant's key levels (`calib=dump:` of that book's dump). Per layer: each method of
+--layer-methods on one layer at a time (`kvlab ppl --quant-layers L`), over the first
+--layer-windows windows. Spearman rank correlations between each tensor metric and delta ppl /
+logit KL, across methods and across (method, layer) pairs. Only the CLI and numpy are needed:
 
-    PYTHONPATH=build/bindings/python .venv-hf/bin/python scripts/study_tensor_vs_model.py --out-dir study
+    /usr/bin/python3 scripts/study_tensor_vs_model.py --out-dir study
 
 Writes study.json (everything), study_methods.csv, study_layers.csv and study_scatter.svg.
 """
@@ -26,19 +29,17 @@ from html import escape
 from pathlib import Path
 
 import numpy as np
-import torch
-import transformers
-
-import kvlab
-import kvlab.hf
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "scripts"))
 from refmodel.corpus import strip_gutenberg  # noqa: E402
 
-# Every preset with a streaming rule but fp16 (the reference: delta ppl and KL are against the fp16 cache), the decodable variants of the three that have none (int8's
-# scale over the whole sequence, fp8's dynamic scale, NVFP4's tensor scale: refused by
-# Method.check_decodable), and the Kitty boost sweep around kitty (0.125) and kitty-pro (0.25).
+# Every preset with a streaming rule but fp16 (the reference: delta ppl and KL are against the
+# fp16 cache), the decodable variants of the three that have none (int8's scale over the whole
+# sequence, fp8's dynamic scale, NVFP4's tensor scale: refused by check_decodable), and the Kitty
+# boost sweep around kitty (0.125) and kitty-pro (0.25). The kvquant presets learn their levels
+# from the first half of the evaluated text, which a decoding cache does not have: the study runs
+# them with calib=dump: of the training book (--kvquant-bits), as the VQ codebook.
 METHODS = ["int8:group=128", "fp8:calib=max,calib_tokens=128", "kivi-4", "kivi-2", "kivi-2-sink",
            "kitty", "kitty-pro", "mxfp4", "kitty:boost=0", "kitty:boost=0.0625", "kitty:boost=0.5",
            "kitty:boost=1"]
@@ -47,11 +48,12 @@ MODEL = ["delta_ppl", "kl_mean"]
 
 
 def method_list(text):
-    """Comma-separated methods; a piece with '=' but no ':' continues the spec before it
-    (fp8:calib=max,calib_tokens=128)."""
+    """Comma-separated methods, split as kvlab's --methods: a piece whose first '=' comes before
+    any ':' continues the spec before it (fp8:calib=max,calib_tokens=128, calib=dump:PATH)."""
     out = []
     for piece in filter(None, text.split(",")):
-        if out and "=" in piece and ":" not in piece:
+        eq, colon = piece.find("="), piece.find(":")
+        if out and eq >= 0 and (colon < 0 or eq < colon):
             out[-1] += "," + piece
         else:
             out.append(piece)
@@ -78,24 +80,45 @@ def kvlab_cli(cli, *args):
     r = subprocess.run([cli, *map(str, args)], capture_output=True, text=True)
     if r.returncode:
         sys.exit(f"kvlab {' '.join(map(str, args))}: {r.stderr.strip()}")
+    return r.stdout
 
 
-def dump(cli, model_dir, tokens, path):
-    ids = path.with_suffix(".ids")
-    ids.write_text(" ".join(map(str, tokens)))
-    kvlab_cli(cli, "dump", "--model", model_dir, "--tokens", ids, "--steps", 0, "--out", path)
+def tokenize(cli, model_dir, text_path, work):
+    """Token ids of a text file, <s> first (kvlab tokenize, the model's tokenizer.json)."""
+    out = work / (text_path.stem + ".ids")
+    kvlab_cli(cli, "tokenize", "--model", model_dir, "--prompt-file", text_path, "--out", out)
+    return [int(x) for x in out.read_text().replace(",", " ").split()]
+
+
+def write_ids(tokens, path):
+    path.write_text(" ".join(map(str, tokens)) + "\n")
     return path
 
 
-def train_codebook(cli, model_dir, tok, corpus, book, n, spec, work, out):
-    """A VQ codebook (kept in `out`) from a dump of a training book (never the held-out text)."""
+def dump(cli, model_dir, tokens, path):
+    kvlab_cli(cli, "dump", "--model", model_dir, "--tokens", write_ids(tokens, path.with_suffix(".ids")),
+              "--steps", 0, "--out", path)
+    return path
+
+
+def train_dump(cli, model_dir, corpus, book, n, work):
+    """A dump of the first n tokens (<s> included) of a training book (never the held-out text)."""
     with tarfile.open(corpus) as tf:
         member = next(m for m in tf.getmembers() if m.name.endswith(f"/{book}.txt"))
         text, _ = strip_gutenberg(book, tf.extractfile(member).read().decode("utf-8"))
-    tokens = tok(text)["input_ids"][:n]
-    cb = out / f"vq_{spec}.h5"
-    kvlab_cli(cli, "vq", "train", dump(cli, model_dir, tokens, work / "train.h5"), "--spec", spec, "--out", cb)
-    return f"vq:codebooks={cb}"
+    (work / "train.txt").write_text(text)
+    return dump(cli, model_dir, tokenize(cli, model_dir, work / "train.txt", work)[:n], work / "train.h5")
+
+
+def ppl(cli, model_dir, ids, window, windows, methods, threads, layers=None):
+    """kvlab ppl's JSON for `methods` over the first `windows` windows of the ids file; greedy
+    generation is not used here, so it is cut to one token."""
+    args = ["ppl", "--model", model_dir, "--tokens", ids, "--window", window, "--windows", windows,
+            "--prompt-tokens", 1, "--generate", 1, "--methods", ",".join(methods), "--format", "json",
+            "--quiet", "--threads", threads]
+    if layers is not None:
+        args += ["--quant-layers", layers]
+    return json.loads(kvlab_cli(cli, *args))
 
 
 def scatter(points, xlabel, ylabel, title, width=720, height=460):
@@ -145,66 +168,99 @@ def main():
     ap.add_argument("--model", default=str(REPO / "data" / "kvlab-ref-18m"))
     ap.add_argument("--cli", default=str(REPO / "build" / "experiments" / "kvlab"))
     ap.add_argument("--corpus", default=str(REPO.parent / "shared" / "corpus" / "gutenberg-en.tar.xz"),
-                    help="the book corpus, for the VQ codebook's training text ('' : no VQ method)")
-    ap.add_argument("--vq-book", default="classics__alice_in_wonderland", help="a training book of the model")
+                    help="the book corpus, for the training text of the VQ codebook and kvquant's levels "
+                         "('': neither)")
+    ap.add_argument("--calib-book", default="classics__alice_in_wonderland", help="a training book of the model")
+    ap.add_argument("--calib-tokens", type=int, default=2048, help="tokens of it (<s> included) to learn from")
     ap.add_argument("--vq-spec", default="CQ-4c8b")
-    ap.add_argument("--windows", type=int, default=10)
+    ap.add_argument("--kvquant-bits", default="2,3,4", help="kvquant:bits=B,calib=dump:<the book> for each B")
+    ap.add_argument("--windows", type=int, default=8)
     ap.add_argument("--tokens", type=int, default=2048)
     ap.add_argument("--layer-windows", type=int, default=2)
     ap.add_argument("--layer-methods", default="kivi-2,kitty,kitty-pro,mxfp4")
     ap.add_argument("--methods", default=",".join(METHODS))
+    ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out-dir", required=True)
     a = ap.parse_args()
     out = Path(a.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     t_start = time.time()
-    tok = transformers.AutoTokenizer.from_pretrained(a.model)
-    model = transformers.AutoModelForCausalLM.from_pretrained(a.model, dtype=torch.float32).eval()
     info = json.loads((Path(a.model) / "train_info.json").read_text())
     methods = method_list(a.methods)
+    label = {m: m for m in methods}
+    kvquant_alias = {}  # kvquant-B in --layer-methods: the study's kvquant with levels from the book
     with tempfile.TemporaryDirectory(prefix="kvlab_study_") as tmp:
         work = Path(tmp)
         if a.corpus:
-            if a.vq_book not in info["split"]["train"]:
-                sys.exit(f"--vq-book {a.vq_book}: not a training book of {a.model} (train_info.json split.train)")
+            if a.calib_book not in info["split"]["train"]:
+                sys.exit(f"--calib-book {a.calib_book}: not a training book of {a.model} (train_info.json split.train)")
             t = time.time()
-            vq = train_codebook(a.cli, a.model, tok, a.corpus, a.vq_book, a.tokens, a.vq_spec, work, out)
-            methods.append(vq)
-            print(f"codebook {a.vq_spec} on {a.tokens} tokens of {a.vq_book}: {time.time() - t:.0f} s", file=sys.stderr)
-        body = tok((Path(a.model) / "heldout.txt").read_text())["input_ids"][1:]
+            train = train_dump(a.cli, a.model, a.corpus, a.calib_book, a.calib_tokens, work)
+            cb = out / f"vq_{a.vq_spec}.h5"
+            kvlab_cli(a.cli, "vq", "train", train, "--spec", a.vq_spec, "--out", cb)
+            label[f"vq:codebooks={cb}"] = f"vq {a.vq_spec}"
+            for b in filter(None, a.kvquant_bits.split(",")):
+                spec = f"kvquant:bits={b},calib=dump:{train}"
+                label[spec] = f"kvquant-{b} (levels: {a.calib_book})"
+                kvquant_alias[f"kvquant-{b}"] = spec
+            methods = list(label)
+            print(f"calibration: {a.calib_tokens} tokens of {a.calib_book}, codebook {a.vq_spec}: "
+                  f"{time.time() - t:.0f} s", file=sys.stderr)
+        body = tokenize(a.cli, a.model, Path(a.model) / "heldout.txt", work)[1:]
         per = a.tokens - 1
         n_win = min(a.windows, len(body) // per)
         if n_win < a.windows:
             print(f"heldout.txt holds {len(body)} tokens: {n_win} windows of {a.tokens}, not {a.windows}",
                   file=sys.stderr)
-        label = {m: (f"vq {a.vq_spec}" if m.startswith("vq:") else m) for m in methods}
-        rows, layer_rows = [], []
-        layer_methods = method_list(a.layer_methods)
-        for w in range(n_win):
+        bos = 1
+        windows = [[bos] + body[w * per:(w + 1) * per] for w in range(n_win)]
+        # per window: the tensor metrics (a dump and kvlab eval) and the model damage (kvlab ppl on
+        # that window); the results so far are written after each, so a cut run keeps them
+        layer_methods = [kvquant_alias.get(m, m) for m in method_list(a.layer_methods)]
+        missing = [m for m in layer_methods if m not in methods]
+        if missing:
+            sys.exit(f"--layer-methods {','.join(missing)}: not among the study's methods")
+        rows, layer_rows, evals = [], [], []
+        for w, toks in enumerate(windows):
             t = time.time()
-            ids = [tok.bos_token_id] + body[w * per:(w + 1) * per]
-            d = dump(a.cli, a.model, ids, work / f"w{w}.h5")
-            ev = {r["spec"]: r for r in kvlab.evaluate(str(d), methods=methods)["methods"]}
+            d = dump(a.cli, a.model, toks, work / f"w{w}.h5")
+            e = {r["name"]: r for r in json.loads(kvlab_cli(a.cli, "eval", d, "--methods", ",".join(methods),
+                                                            "--format", "json", "--quiet", "--threads",
+                                                            a.threads))["methods"]}
+            evals.append(e)
+            d.unlink()
             t_tensor = time.time() - t
-            x = torch.tensor([ids])
-            with torch.no_grad(), kvlab.hf.apply_method(model, "fp16"):  # kvlab ppl's reference
-                ref = model(x).logits
-            for s in kvlab.hf.score(model, x, methods, reference=ref):
-                e = ev[s["spec"]] if s["spec"] in ev else ev[kvlab.Method(s["spec"]).spec]
-                rows.append({"window": w, "method": label[s["name"]], "spec": s["spec"],
-                             "bits_per_element": s["bits_per_element"], **{k: s[k] for k in
-                             ("ppl", "ref_ppl", "delta_ppl", "kl_mean", "kl_max", "top1_agreement")},
-                             **{k: e[k] for k in TENSOR}})
-            if w < a.layer_windows:
-                for m in layer_methods:
-                    e = ev[kvlab.Method(m).spec]
-                    for lay in e["layers"]:
-                        s = kvlab.hf.score(model, x, [m], layers=[lay["layer"]], reference=ref)[0]
-                        layer_rows.append({"window": w, "method": m, "layer": lay["layer"],
-                                           "delta_ppl": s["delta_ppl"], "kl_mean": s["kl_mean"],
-                                           **{k: lay[k] for k in TENSOR}})
+            p = ppl(a.cli, a.model, write_ids(toks, work / "w.ids"), a.tokens, 1, methods, a.threads)
+            for i, m in enumerate(methods):
+                s = p["methods"][i + 1]  # fp16, the reference, comes first
+                if s["name"] != m or m not in e:
+                    sys.exit(f"window {w}: kvlab ppl's method {i} is {s['name']}, expected {m} (in eval: {m in e})")
+                rows.append({"window": w, "method": label[m], "spec": s["spec"],
+                             "bits_per_element": s["bits_per_element"], "ppl": s["ppl"],
+                             "ref_ppl": p["methods"][0]["ppl"],
+                             **{k: s[k] for k in ("delta_ppl", "kl_mean", "kl_max", "top1_agreement")},
+                             **{k: e[m][k] for k in TENSOR}})
             print(f"window {w + 1}/{n_win}: tensor {t_tensor:.0f} s, all {time.time() - t:.0f} s", file=sys.stderr)
+            write_results(a, out, rows, layer_rows, w + 1, t_start, label)
+        # per layer: each of --layer-methods on one layer alone, over the first --layer-windows
+        lw = min(a.layer_windows, n_win)
+        ids = write_ids([t for w in windows[:lw] for t in w], work / "layer_windows.ids")
+        for lay in range(len(evals[0][methods[0]]["layers"])):
+            t = time.time()
+            p = ppl(a.cli, a.model, ids, a.tokens, lw, layer_methods, a.threads, layers=str(lay))
+            for i, m in enumerate(layer_methods):
+                for w in range(lw):
+                    e = evals[w][m]["layers"][lay]
+                    sw = p["methods"][i + 1]["windows"][w]
+                    layer_rows.append({"window": w, "method": label[m], "layer": lay, "delta_ppl": sw["delta_ppl"],
+                                       "kl_mean": sw["kl_mean"], **{x: e[x] for x in TENSOR}})
+            print(f"layer {lay}: {len(layer_methods)} methods x {lw} windows: {time.time() - t:.0f} s",
+                  file=sys.stderr)
+            write_results(a, out, rows, layer_rows, n_win, t_start, label)
 
+
+def write_results(a, out, rows, layer_rows, n_win, t_start, label):
+    """study.json, the CSVs and the scatter plot from the rows so far."""
     def mean_by(rs, keys, fields):
         groups = {}
         for r in rs:
@@ -223,12 +279,12 @@ def main():
         corr["within_method_across_layers"] = {
             meth: {t: {m: spearman([r[t] for r in per_layer if r["method"] == meth],
                                    [r[m] for r in per_layer if r["method"] == meth]) for m in MODEL}
-                   for t in TENSOR} for meth in layer_methods}
+                   for t in TENSOR} for meth in dict.fromkeys(r["method"] for r in per_layer)}
     wall = time.time() - t_start
     result = {"model": a.model, "windows": n_win, "tokens": a.tokens, "layer_windows": min(a.layer_windows, n_win),
               "methods": per_method, "layers": per_layer, "spearman": corr, "per_window": rows,
               "per_window_layers": layer_rows, "wall_s": wall, "command": " ".join(sys.argv),
-              "torch_threads": torch.get_num_threads()}
+              "threads": a.threads, "calibration": {"book": a.calib_book, "tokens": a.calib_tokens}}
     write_atomic(out / "study.json", json.dumps(result, indent=1) + "\n")
     for name, rs in (("study_methods.csv", per_method), ("study_layers.csv", per_layer)):
         if rs:
@@ -240,7 +296,7 @@ def main():
             tmp.replace(out / name)
     write_atomic(out / "study_scatter.svg", scatter(
         [(r["method"], r["attn_output_rel_err"], r["kl_mean"]) for r in per_method],
-        "attention output relative error (kvlab eval)", "logit KL, mean (kvlab.hf)",
+        "attention output relative error (kvlab eval)", "logit KL, mean (kvlab ppl)",
         f"reference model, {n_win} x {a.tokens} held-out tokens: tensor vs model level"))
     print(f"{'method':<34} {'bits':>6} {'dPPL':>9} {'KL':>9} {'top1':>6} {'scoreMSE':>9} {'outErr':>8} {'attnKL':>8}")
     for r in sorted(per_method, key=lambda r: r["kl_mean"]):

@@ -136,6 +136,18 @@ class PlanMethod final : public Method {
       for (const std::string& x : m->files()) f.push_back(x);
     return f;
   }
+  // Decoding: each layer streams by its own method's rule (docs/FORMATS.md section 12).
+  std::vector<const Method*> per_layer() const override {
+    std::vector<const Method*> out;
+    for (const MethodPtr& m : methods_) out.push_back(m.get());
+    return out;
+  }
+  // No one rule serves every layer: callers ask layer_method(plan, layer) (kvlab/decode_view.h).
+  Schedule decode_schedule(int64_t) const override {
+    throw std::invalid_argument("method '" + spec() +
+                                "' decodes each layer by its own method's rule: ask kvlab::layer_method for "
+                                "the layer");
+  }
   bool needs_k_pre_rope() const override {
     for (const MethodPtr& m : methods_)
       if (m->needs_k_pre_rope()) return true;

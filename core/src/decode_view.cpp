@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "methods/uniform.h"
 
@@ -49,7 +51,17 @@ Reconstruction applied_prefix(const Method& m, const TensorView& k, const Tensor
     throw std::logic_error("method '" + m.spec() + "': decode_apply_tokens out of range");
   if (n_apply == 0) return {std::move(k16), std::move(v16)};
   const Tensor kp = prefix(k, n_apply), vp = prefix(v, n_apply);
-  const Reconstruction r = m.apply(kp.view(), vp.view(), at);
+  // pre-RoPE keys (kvquant) are cut to the same prefix
+  HeadContext cut = at;
+  Tensor pre;
+  if (at.k_pre_rope.data) {
+    if (at.k_pre_rope.shape != k.shape)
+      throw std::invalid_argument("decode: k_pre_rope " + shape_string(at.k_pre_rope.shape) +
+                                  " is not shaped as k " + shape_string(k.shape));
+    pre = prefix(at.k_pre_rope, n_apply);
+    cut.k_pre_rope = pre.view();
+  }
+  const Reconstruction r = m.apply(kp.view(), vp.view(), cut);
   copy_rows(r.k, k16, 0, n_apply);
   copy_rows(r.v, v16, 0, n_apply);
   return {std::move(k16), std::move(v16)};
@@ -57,11 +69,32 @@ Reconstruction applied_prefix(const Method& m, const TensorView& k, const Tensor
 
 }  // namespace
 
-void check_decodable(const Method& m) { (void)m.decode_schedule(1); }
+void check_decodable(const Method& m) {
+  const std::vector<const Method*> layers = m.per_layer();
+  if (layers.empty()) {
+    (void)m.decode_schedule(1);
+    return;
+  }
+  for (size_t l = 0; l < layers.size(); ++l) try {
+      (void)layers[l]->decode_schedule(1);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument("method '" + m.spec() + "', layer " + std::to_string(l) + ": " + e.what());
+    }
+}
 
-Reconstruction decode_view(const Method& m, const TensorView& k, const TensorView& v, int64_t t,
+const Method& layer_method(const Method& m, int64_t layer) {
+  const std::vector<const Method*> layers = m.per_layer();
+  if (layers.empty()) return m;
+  if (layer < 0 || layer >= (int64_t)layers.size())
+    throw std::invalid_argument("method '" + m.spec() + "' has no layer " + std::to_string(layer) +
+                                " (it holds " + std::to_string(layers.size()) + ")");
+  return *layers[(size_t)layer];
+}
+
+Reconstruction decode_view(const Method& whole, const TensorView& k, const TensorView& v, int64_t t,
                            const HeadContext& at) {
   check_step(k, v, t);
+  const Method& m = layer_method(whole, at.layer);
   const int64_t n = t + 1;
   const Schedule s = m.decode_schedule(n);
   const Reconstruction q = applied_prefix(m, k, v, m.decode_apply_tokens(n), n, at);
@@ -72,9 +105,10 @@ Reconstruction decode_view(const Method& m, const TensorView& k, const TensorVie
   return out;
 }
 
-Reconstruction decode_final(const Method& m, const TensorView& k, const TensorView& v,
+Reconstruction decode_final(const Method& whole, const TensorView& k, const TensorView& v,
                             const HeadContext& at) {
   methods::check_inputs(k, v);
+  const Method& m = layer_method(whole, at.layer);
   const int64_t T = k.shape[k.shape.size() - 2];
   return applied_prefix(m, k, v, m.decode_apply_tokens(T), T, at);
 }

@@ -133,6 +133,7 @@ class KeyChannels final : public Method {
   Schedule decode_schedule(int64_t n) const override { return base_->decode_schedule(n); }
   int64_t decode_apply_tokens(int64_t n) const override { return base_->decode_apply_tokens(n); }
   void check_model(const ModelShape& s) const override { base_->check_model(s); }
+  bool needs_k_pre_rope() const override { return base_->needs_k_pre_rope(); }
   Reconstruction apply(const TensorView& k, const TensorView& v, const HeadContext& at) const override {
     Reconstruction r = base_->apply(k, v, at);
     Reconstruction keep = parse_method("fp16")->apply(k, v, at);
@@ -185,13 +186,21 @@ void check_ppl(const TransformerConfig& c, int64_t context, int64_t tokens, cons
     } catch (const std::invalid_argument& e) {
       fail(std::string("--methods ") + spec + ": " + e.what());
     }
-    const UniformParams* u = m->uniform();
-    if (u && u->group > o.window)
-      fail("--methods " + spec + ": its group of " + std::to_string(u->group) +
-           " tokens exceeds the window of " + std::to_string(o.window) +
-           " tokens; no group would be quantized");
-    const Schedule s = m->decode_schedule(o.window);
-    if (m->family() != "fp16" && s.key_end <= s.key_begin && s.value_end <= s.value_begin)
+    // each quantized layer by its own method's rule (plan: one method per layer)
+    bool quantizes = false;
+    for (int64_t l = 0; l < c.n_layers; ++l) {
+      if (!o.layers.empty() && !o.layers[l]) continue;
+      const Method& lm = layer_method(*m, l);
+      const UniformParams* u = lm.uniform();
+      if (u && u->group > o.window)
+        fail("--methods " + spec +
+             (&lm == m.get() ? "" : " (layer " + std::to_string(l) + ": " + lm.spec() + ")") +
+             ": its group of " + std::to_string(u->group) + " tokens exceeds the window of " +
+             std::to_string(o.window) + " tokens; no group would be quantized");
+      const Schedule s = lm.decode_schedule(o.window);
+      quantizes = quantizes || s.key_end > s.key_begin || s.value_end > s.value_begin;
+    }
+    if (m->family() != "fp16" && !quantizes)
       fail("--methods " + spec + " quantizes no token of a " + std::to_string(o.window) + "-token window");
   }
 }
@@ -213,6 +222,7 @@ PplResult evaluate_ppl(const TransformerWeights& w, int64_t context, const std::
     res.methods[i].name = o.methods[i];
     res.methods[i].spec = methods[i]->spec();
     res.methods[i].bits_per_element = methods[i]->bits(W, c.head_dim).both();
+    res.methods[i].calibration = methods[i]->calibration();
   }
   for (int64_t win = 0; win < o.windows; ++win) {
     const int32_t* t = tokens.data() + win * W;

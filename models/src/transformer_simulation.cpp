@@ -27,8 +27,11 @@ void TransformerRunner::simulate(CacheSimulation sim) {
   if (pos_ != 0) throw std::logic_error("simulate: set before the first forward");
   check_decodable(*sim.method);
   sim.method->check_model({c.n_layers, c.n_kv_heads, c.head_dim});
-  const Schedule last = sim.method->decode_schedule(max_tokens_);  // ranges only grow
-  quantizes_ = last.key_end > last.key_begin || last.value_end > last.value_begin;
+  quantizes_.assign(c.n_layers, false);
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    const Schedule last = layer_method(*sim.method, l).decode_schedule(max_tokens_);  // ranges only grow
+    quantizes_[l] = last.key_end > last.key_begin || last.value_end > last.value_begin;
+  }
   sim_ = std::move(sim);
   simulating_ = true;
   kq_.assign(c.n_layers, {});
@@ -36,14 +39,14 @@ void TransformerRunner::simulate(CacheSimulation sim) {
 }
 
 bool TransformerRunner::quantized(int64_t layer) const {
-  return simulating_ && quantizes_ && (sim_.layers.empty() || sim_.layers[layer]);
+  return simulating_ && quantizes_[layer] && (sim_.layers.empty() || sim_.layers[layer]);
 }
 
 void TransformerRunner::quantize_cache(int64_t layer, int64_t p0, int64_t n) {
   const TransformerConfig& c = w_.config;
   const int64_t D = c.head_dim, P = p0 + n;
   for (int64_t h = 0; h < c.n_kv_heads; ++h)
-    for (std::vector<float>* x : {&k_[layer], &v_[layer]}) {
+    for (std::vector<float>* x : {&k_[layer], &v_[layer], &k_pre_[layer]}) {
       float* rows = x->data() + (h * max_tokens_ + p0) * D;
       for (int64_t i = 0; i < n * D; ++i) rows[i] = round_to_half(rows[i]);
     }
@@ -51,11 +54,16 @@ void TransformerRunner::quantize_cache(int64_t layer, int64_t p0, int64_t n) {
   const size_t size = (size_t)(c.n_kv_heads * max_tokens_ * D);
   kq_[layer].resize(size);
   vq_[layer].resize(size);
+  // Methods that quantize keys before RoPE (kvquant) get the fp16 pre-RoPE keys and the model's
+  // RoPE; their rotated keys are compared with k_ as any other method's.
+  const bool pre = layer_method(*sim_.method, layer).needs_k_pre_rope();
   for (int64_t h = 0; h < c.n_kv_heads; ++h) {
     const int64_t at = h * max_tokens_ * D;
     const TensorView k{k_[layer].data() + at, DType::F32, {1, P, D}},
         v{v_[layer].data() + at, DType::F32, {1, P, D}};
-    const Reconstruction r = decode_final(*sim_.method, k, v, {layer, h});
+    HeadContext ctx{layer, h};
+    if (pre) ctx = {layer, h, {k_pre_[layer].data() + at, DType::F32, {1, P, D}}, c.rope_style, c.rope_theta};
+    const Reconstruction r = decode_final(*sim_.method, k, v, ctx);
     std::copy(r.k.data.begin(), r.k.data.end(), kq_[layer].begin() + at);
     std::copy(r.v.data.begin(), r.v.data.end(), vq_[layer].begin() + at);
   }
@@ -104,7 +112,7 @@ void TransformerRunner::simulated_attention(int64_t layer, int64_t p0, int64_t n
   constexpr int64_t kRows = 64;
   const int64_t row_blocks = (n + kRows - 1) / kRows, tasks = c.n_heads * row_blocks;
   const float scale = 1.0f / std::sqrt((float)D);
-  const Method& m = *sim_.method;
+  const Method& m = layer_method(*sim_.method, layer);
 #pragma omp parallel for schedule(dynamic) if (c.n_heads * n * (p0 + n) * D >= (1L << 18))
   for (int64_t task = 0; task < tasks; ++task) {
     const int64_t h = task / row_blocks, r0 = (task % row_blocks) * kRows, rows = std::min(kRows, n - r0);

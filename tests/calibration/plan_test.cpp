@@ -1,4 +1,5 @@
-// kvlab plan's chooser (hand-checked knapsack), the plan file and the `plan` method.
+// kvlab plan's chooser (hand-checked knapsack), the plan file, the `plan` method and its decode
+// rule (each layer's own).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -8,7 +9,10 @@
 #include <string>
 #include <tuple>
 #include <utility>
+#include <vector>
 
+#include "../core/decode_check.h"
+#include "kvlab/decode_view.h"
 #include "kvlab/dump.h"
 #include "kvlab/method.h"
 #include "kvlab/plan.h"
@@ -188,6 +192,49 @@ TEST(Plan, ChooserOverManyUnitsAndItsSizeLimit) {
   EXPECT_THROW(choose_plan(many, {2, 16}, 15.0), std::invalid_argument);
   EXPECT_THROW(choose_plan({std::vector<double>(256, 1.0)}, std::vector<double>(256, 2.0), 3.0),
                std::invalid_argument);
+}
+
+// Decoding: each layer streams by its own method's rule (a plan has no one rule), tested like
+// every family against each step's own prefix, bit for bit; a layer whose method cannot stream
+// makes the plan refused, naming the layer.
+TEST(Plan, DecodesEachLayerByItsOwnRule) {
+  register_plan_method();
+  Plan p = two_layers();
+  p.layers = {{0, parse_method("kivi:group=4,residual=4,sink=1")->spec(), 3.0, 0.1},
+              {1, parse_method("int8:group=4")->spec(), 8.0, 0.01}};
+  const MethodPtr m = parse_method("plan:file=" + write("plan_decode.json", plan_to_json(p)));
+  EXPECT_NO_THROW(check_decodable(*m));
+  EXPECT_THROW(m->decode_schedule(5), std::invalid_argument);  // ask the layer
+  EXPECT_THROW(layer_method(*m, 2), std::invalid_argument);
+  const MethodPtr kivi = parse_method(p.layers[0].method), int8 = parse_method(p.layers[1].method);
+  // hand-checked at step t = 5 (6 tokens): kivi keys fqqqqf, values fqffff; int8 both qqqqff
+  const Schedule s0 = layer_method(*m, 0).decode_schedule(6), s1 = layer_method(*m, 1).decode_schedule(6);
+  EXPECT_EQ(kvtest::marks(s0.key_begin, s0.key_end, 5), "fqqqqf");
+  EXPECT_EQ(kvtest::marks(s0.value_begin, s0.value_end, 5), "fqffff");
+  EXPECT_EQ(kvtest::marks(s1.key_begin, s1.key_end, 5), "qqqqff");
+  EXPECT_EQ(kvtest::marks(s1.value_begin, s1.value_end, 5), "qqqqff");
+  const SyntheticDump d(synthetic_preset("tiny"));
+  for (int64_t l = 0; l < 2; ++l) {
+    SCOPED_TRACE("layer " + std::to_string(l));
+    const int64_t D = d.info().head_dim, T = 24;
+    const Tensor K = d.read_head(l, Role::K, 0), V = d.read_head(l, Role::V, 0);
+    const Tensor k{{1, T, D}, std::vector<float>(K.data.begin(), K.data.begin() + T * D)},
+        v{{1, T, D}, std::vector<float>(V.data.begin(), V.data.begin() + T * D)};
+    kvtest::check_streaming(*m, k, v, {l, 0});
+    // the layer's view is its own method's, bit for bit
+    const Method& own = l == 0 ? *kivi : *int8;
+    EXPECT_EQ(decode_view(*m, k.view(), v.view(), 9, {l, 0}).k.data,
+              decode_view(own, k.view(), v.view(), 9).k.data);
+  }
+  Plan refused = p;
+  refused.layers[1].method = parse_method("int8")->spec();  // group=all: not causal
+  try {
+    check_decodable(*parse_method("plan:file=" + write("plan_refused.json", plan_to_json(refused))));
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("layer 1"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("group=all"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Plan, BadFilesAreRefusedNamingTheFile) {

@@ -1,14 +1,13 @@
-// decode_view.h: each family's streaming rule. For every step t the view rebuilt from the prefix
-// alone (decode_view) must equal the one-pass bytes (decode_final) on decode_schedule(t + 1) and the
-// fp16 input elsewhere, bit for bit; ranges only grow; the hand-checked G=4, R=4, S=1 case.
+// decode_view.h: each core family's streaming rule (decode_check.h: every step against its own
+// prefix, bit for bit); the hand-checked G=4, R=4, S=1 case; the refused methods. kvquant's and
+// plan's rules are tested in tests/vq/kvquant_test.cpp and tests/calibration/plan_test.cpp.
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <string>
 #include <vector>
 
+#include "decode_check.h"
 #include "kvlab/decode_view.h"
-#include "kvlab/half.h"
 #include "kvlab/method.h"
 #include "test_util.h"
 
@@ -16,54 +15,14 @@ namespace {
 
 using namespace kvlab;
 
-// 'q' for each token the view of step t holds quantized, 'f' for fp16.
-std::string marks(int64_t begin, int64_t end, int64_t t) {
-  std::string s;
-  for (int64_t j = 0; j <= t; ++j) s += in_range(j, begin, end) ? 'q' : 'f';
-  return s;
-}
+using kvtest::marks;
+using kvtest::same_bits;
 
-bool same_bits(const float* a, const float* b, int64_t n) {
-  return std::memcmp(a, b, n * sizeof(float)) == 0;
-}
-
-// The rule holds for `spec` on (1, T, D) data: every step, both roles, bit for bit.
+// The rule holds for `spec` on random (1, T, D) data: every step, both roles, bit for bit.
 void check_streaming(const std::string& spec, int64_t T, int64_t D) {
   SCOPED_TRACE(spec);
-  const MethodPtr m = parse_method(spec);
   const Tensor k = kvtest::random_kv({1, T, D}, 11), v = kvtest::random_kv({1, T, D}, 12);
-  const Reconstruction fin = decode_final(*m, k.view(), v.view());
-  Schedule prev{};
-  int64_t quantized_rows_differing = 0;
-  for (int64_t t = 0; t < T; ++t) {
-    SCOPED_TRACE("step " + std::to_string(t));
-    const Schedule s = m->decode_schedule(t + 1);
-    // ranges only grow: what was quantized stays quantized
-    if (prev.key_end > prev.key_begin) {
-      EXPECT_TRUE(s.key_begin <= prev.key_begin && s.key_end >= prev.key_end);
-    }
-    if (prev.value_end > prev.value_begin) {
-      EXPECT_TRUE(s.value_begin <= prev.value_begin && s.value_end >= prev.value_end);
-    }
-    prev = s;
-    const Reconstruction view = decode_view(*m, k.view(), v.view(), t);
-    ASSERT_EQ(view.k.shape, (std::vector<int64_t>{1, t + 1, D}));
-    for (int64_t j = 0; j <= t; ++j) {
-      const bool qk = in_range(j, s.key_begin, s.key_end), qv = in_range(j, s.value_begin, s.value_end);
-      std::vector<float> k16(D), v16(D);
-      for (int64_t c = 0; c < D; ++c) {
-        k16[c] = round_to_half(k.data[j * D + c]);
-        v16[c] = round_to_half(v.data[j * D + c]);
-      }
-      const float* ek = qk ? &fin.k.data[j * D] : k16.data();
-      const float* ev = qv ? &fin.v.data[j * D] : v16.data();
-      ASSERT_TRUE(same_bits(&view.k.data[j * D], ek, D)) << "key token " << j;
-      ASSERT_TRUE(same_bits(&view.v.data[j * D], ev, D)) << "value token " << j;
-      if (qk && t == T - 1) quantized_rows_differing += !same_bits(ek, k16.data(), D);
-    }
-  }
-  // not vacuous: the last step holds quantized keys that differ from fp16
-  EXPECT_GT(quantized_rows_differing, 0);
+  kvtest::check_streaming(*parse_method(spec), k, v);
 }
 
 TEST(DecodeView, EveryStreamingFamilyMatchesItsPrefix) {

@@ -7,11 +7,15 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <string>
 #include <vector>
 
 #include "kvlab/hf_model.h"
 #include "kvlab/llama2c.h"
+#include "kvlab/plan.h"
 #include "kvlab/transformer.h"
+#include "kvlab/vq_method.h"
 
 namespace {
 
@@ -82,6 +86,33 @@ TEST(DecodeSimulation, ReferenceModelBlockEqualsLoop) {
       model.weights, tokens,
       {"kivi:group=8,residual=8,sink=4", "kitty:group=8,residual=4,sink=4",
        "kivi:group=8,residual=12,sink=0,rot=hadamard:1", "int8:group=8", "fp8:calib=max,calib_tokens=20"});
+}
+
+// kvquant (keys before RoPE: the runner hands it the fp16 pre-RoPE keys and the model's RoPE)
+// and a plan (each layer its own method and rule, kvquant on two layers) on the reference model.
+TEST(DecodeSimulation, ReferenceModelKvquantAndPlanBlockEqualsLoop) {
+  const std::string dir = kSrc + "/data/kvlab-ref-18m";
+  if (!std::filesystem::exists(dir + "/model.safetensors")) GTEST_SKIP() << "no reference model at " << dir;
+  register_vq_method();
+  register_plan_method();
+  const HfModel model = load_hf_model(dir);
+  std::vector<int32_t> tokens(48);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = (int32_t)((i * 7919 + 13) % 8000 + 1);
+  Plan p;
+  p.budget = p.bits = 4;
+  p.metric = "kl";
+  p.calibration = "test";
+  p.num_layers = 6;
+  p.num_kv_heads = 2;
+  p.head_dim = 128;
+  p.tokens = 48;
+  const std::vector<std::string> menu = {"kvquant:bits=2,calib=first:16", "kivi:group=8,residual=8,sink=2",
+                                         "int8:group=8"};
+  for (const std::string& m : menu) p.candidates.push_back(parse_method(m)->spec());
+  for (int64_t l = 0; l < 6; ++l) p.layers.push_back({l, p.candidates[(size_t)l % 3], 4.0, 0.0});
+  const std::string plan = testing::TempDir() + "decode_sim_plan.json";
+  std::ofstream(plan) << plan_to_json(p);
+  check_model(model.weights, tokens, {"kvquant:bits=2,calib=first:20", "plan:file=" + plan});
 }
 
 TEST(DecodeSimulation, Llama2cBlockEqualsLoop) {

@@ -1,6 +1,6 @@
 # ctest cli_ppl: `kvlab ppl` end to end on stories260K (llama2.c) and the reference model
-# (Hugging Face): the table, the JSON keys, layer subsets and windows, and each bad input's
-# message naming the parameter.
+# (Hugging Face): the table, the JSON keys, layer subsets and windows, kvquant and a plan, and
+# each bad input's message naming the parameter.
 # Run as cmake -DKVLAB=<kvlab> -DSRC=<source dir> -DDIR=<scratch dir> -P ppl_cli.cmake
 set(model ${SRC}/data/stories260K/stories260K.bin)
 set(tok ${SRC}/data/stories260K/tok512.bin)
@@ -55,6 +55,29 @@ if(EXISTS ${ref}/model.safetensors)
   if(NOT nw EQUAL 2 OR NOT layers MATCHES "0, 3, 4" OR NOT kl GREATER 0)
     message(FATAL_ERROR "r.json: ${nw} windows, layers ${layers}, kl_mean ${kl}")
   endif()
+  # kvquant with key levels from another text's dump (the story, not heldout.txt), and a plan
+  # whose layers decode by their own rules (kvquant on layer 0); each says what it learned from
+  kvlab_ok(dump --model ${ref} --prompt-file ${d}/story.txt --steps 0 --out ${d}/calib.h5)
+  set(kvq "kvquant:kbits=2,vbits=2,outliers=0.01,calib=dump:${d}/calib.h5")
+  set(kv "kivi:group=32,residual=16,sink=4")
+  file(WRITE ${d}/plan.json "{\"format\": \"kvlab-plan\", \"version\": 1, \"budget\": 3.0, \"bits\": 3.0, \
+\"metric\": \"kl\", \"calibration\": \"by hand\", \"num_layers\": 6, \"num_kv_heads\": 2, \"head_dim\": 128, \
+\"tokens\": 96, \"candidates\": [\"${kvq}\", \"${kv}\"], \"layers\": [{\"layer\": 0, \"method\": \"${kvq}\", \
+\"bits\": 2.6, \"error\": 0}, {\"layer\": 1, \"method\": \"${kv}\", \"bits\": 3, \"error\": 0}, {\"layer\": 2, \
+\"method\": \"${kv}\", \"bits\": 3, \"error\": 0}, {\"layer\": 3, \"method\": \"${kv}\", \"bits\": 3, \"error\": 0}, \
+{\"layer\": 4, \"method\": \"${kv}\", \"bits\": 3, \"error\": 0}, {\"layer\": 5, \"method\": \"${kv}\", \"bits\": 3, \
+\"error\": 0}]}")
+  kvlab_ok(ppl ${hf} --window 96 --generate 8 --methods ${kvq},plan:file=${d}/plan.json --format json
+           --out ${d}/q.json)
+  file(READ ${d}/q.json json)
+  foreach(i 1 2)
+    string(JSON kl GET "${json}" methods ${i} kl_mean)
+    string(JSON calib GET "${json}" methods ${i} calibration)
+    if(NOT kl GREATER 0 OR NOT calib MATCHES "calib.h5|by hand")
+      message(FATAL_ERROR "q.json methods[${i}]: kl_mean ${kl}, calibration '${calib}'")
+    endif()
+  endforeach()
+  kvlab_fails("--methods kvquant-3: .*calib=half.*calib=dump:PATH" ppl ${hf} --methods kvquant-3)
   kvlab_fails("--window 4096 exceeds the model's context of 2048 tokens" ppl ${hf} --window 4096)
   kvlab_fails("--windows 100 of --window 2048 need 204800 tokens; the text has" ppl ${hf} --windows 100)
   kvlab_fails("--methods kivi-2: its group of 128 tokens exceeds the window of 64 tokens" ppl ${hf} --window 64

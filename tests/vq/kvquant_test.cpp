@@ -1,12 +1,16 @@
 // The kvquant family: hand-checked levels, keys, values and bits, the registry, RoPE after
-// dequantization, calibration from another dump, and eval's clear error without k_pre_rope.
+// dequantization, calibration from another dump, the decode rule, and eval's clear error without
+// k_pre_rope.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
+#include "../core/decode_check.h"
+#include "kvlab/decode_view.h"
 #include "kvlab/dump.h"
 #include "kvlab/evaluate.h"
 #include "kvlab/kvquant.h"
@@ -169,6 +173,80 @@ TEST(Kvquant, CalibratesOnAnotherDump) {
   // the levels come from the named dump: another model's levels serve these keys worse
   EXPECT_GT(rel_err(elsewhere.k.data, k), rel_err(in_sample.k.data, k));
   EXPECT_EQ(in_sample.v.data, elsewhere.v.data);  // values learn nothing
+}
+
+// The first n tokens of a (1, T, D) head.
+Tensor first_tokens(const Tensor& x, int64_t n) {
+  const int64_t D = x.shape[2];
+  return {{1, n, D}, std::vector<float>(x.data.begin(), x.data.begin() + n * D)};
+}
+
+// Decoding (docs/FORMATS.md section 12): keys (against levels that exist before the token) and
+// values are quantized per token, so each token is quantized as it arrives; every step against
+// its own prefix, bit for bit, for levels from another dump and from the first N tokens.
+TEST(Kvquant, DecodeRuleMatchesEachStepsPrefix) {
+  register_vq_method();
+  const std::string calib = dump_file(7);
+  const SyntheticDump d(tiny(3));
+  const DumpInfo& i = d.info();
+  for (const std::string spec :
+       {"kvquant:bits=2,calib=dump:" + calib, std::string("kvquant:bits=2,calib=first:12"),
+        "kvquant:kbits=3,vbits=2,outliers=0.125,calib=dump:" + calib}) {
+    SCOPED_TRACE(spec);
+    const MethodPtr m = parse_method(spec);
+    for (int64_t h = 0; h < i.num_kv_heads; ++h) {
+      const Tensor k = first_tokens(d.read_head(1, Role::K, h), 40),
+                   v = first_tokens(d.read_head(1, Role::V, h), 40),
+                   pre = first_tokens(d.read_head(1, Role::KPreRope, h), 40);
+      kvtest::check_streaming(*m, k, v, {1, h, pre.view(), i.rope_style, (float)i.rope_theta});
+    }
+  }
+}
+
+// Hand-checked: levels from another dump exist from the start (every token quantized as it
+// arrives); levels from the first 3 tokens: fp16 until the 3rd, everything from the 4th on (the
+// calibration tokens too, with the levels they gave); calib=half is refused, naming what to use.
+TEST(Kvquant, DecodeScheduleHandChecked) {
+  register_vq_method();
+  const MethodPtr dump = parse_method("kvquant:bits=2,calib=dump:" + dump_file(7)),
+                  first = parse_method("kvquant:bits=2,calib=first:3");
+  const std::vector<std::string> first_marks = {"f", "ff", "fff", "qqqq", "qqqqq"};
+  for (int64_t t = 0; t < 5; ++t) {
+    const Schedule a = dump->decode_schedule(t + 1), b = first->decode_schedule(t + 1);
+    EXPECT_EQ(kvtest::marks(a.key_begin, a.key_end, t), std::string(t + 1, 'q')) << "dump keys, step " << t;
+    EXPECT_EQ(kvtest::marks(a.value_begin, a.value_end, t), std::string(t + 1, 'q'))
+        << "dump values, step " << t;
+    EXPECT_EQ(kvtest::marks(b.key_begin, b.key_end, t), first_marks[t]) << "first:3 keys, step " << t;
+    EXPECT_EQ(kvtest::marks(b.value_begin, b.value_end, t), first_marks[t]) << "first:3 values, step " << t;
+    EXPECT_EQ(first->decode_apply_tokens(t + 1), t < 3 ? 0 : t + 1);
+  }
+  try {
+    check_decodable(*parse_method("kvquant-3"));
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("calib=half"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("calib=dump:PATH"), std::string::npos) << e.what();
+  }
+}
+
+// The levels trained from a calibration dump are kept per (layer, KV head): the order in which
+// heads are rebuilt does not change any head's bytes.
+TEST(Kvquant, DumpLevelsKeptPerHead) {
+  register_vq_method();
+  const std::string calib = dump_file(7), spec = "kvquant:bits=3,calib=dump:" + calib;
+  const SyntheticDump d(tiny(3));
+  const DumpInfo& i = d.info();
+  auto rebuild = [&](const MethodPtr& m, int64_t l, int64_t h) {
+    const Tensor k = d.read_head(l, Role::K, h), v = d.read_head(l, Role::V, h),
+                 pre = d.read_head(l, Role::KPreRope, h);
+    return m->apply(k.view(), v.view(), {l, h, pre.view(), i.rope_style, (float)i.rope_theta}).k.data;
+  };
+  const MethodPtr a = parse_method(spec), b = parse_method(spec);
+  const std::vector<float> a01 = rebuild(a, 0, 1), a10 = rebuild(a, 1, 0), a01_again = rebuild(a, 0, 1);
+  const std::vector<float> b10 = rebuild(b, 1, 0), b01 = rebuild(b, 0, 1);
+  EXPECT_EQ(a01, b01);
+  EXPECT_EQ(a10, b10);
+  EXPECT_EQ(a01, a01_again);
 }
 
 TEST(Kvquant, EvalNamesTheCaptureWithoutKPreRope) {

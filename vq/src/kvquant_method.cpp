@@ -2,8 +2,12 @@
 // learned on calibration tokens, RoPE applied after dequantization; values per token; dense-and-
 // sparse outliers in both (kvlab/kvquant.h). The levels learn from the first tokens of the dump
 // (not evaluated) or from another dump's k_pre_rope (every token evaluated).
+#include <map>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
+#include <utility>
+#include <vector>
 
 #include "kvlab/dump.h"
 #include "kvlab/kv_text.h"
@@ -69,9 +73,11 @@ class Kvquant final : public Method {
     if (dump_)
       return "key levels from dump " + calib_.path + " (" + std::to_string(dump_->info().tokens) +
              " tokens of " + dump_->info().model + "); every token evaluated";
-    return "key levels from the first " +
-           (calib_.first ? std::to_string(calib_.first) : std::string("floor(T/2)")) +
-           " tokens of each head, which are not evaluated";
+    if (calib_.first)
+      return "key levels from the first " + std::to_string(calib_.first) +
+             " tokens of each head (kvlab eval: not evaluated; decoding, kvlab ppl: held in fp16 until the "
+             "levels exist, and evaluated as the rest of the text)";
+    return "key levels from the first floor(T/2) tokens of each head, which are not evaluated";
   }
   Bits bits(int64_t T, int64_t D) const override {
     const int64_t n = kvquant_outlier_count(outliers_, D);
@@ -81,6 +87,20 @@ class Kvquant final : public Method {
     return dump_ ? std::vector<std::string>{calib_.path} : std::vector<std::string>{};
   }
   bool needs_k_pre_rope() const override { return true; }
+  // Decoding (docs/FORMATS.md section 12): keys and values are quantized per token against
+  // levels that exist before the token does, so each token is quantized as it arrives. dump:
+  // the levels exist from the start. first:N: fp16 until N tokens have come, then every token
+  // with the levels of the first N. half: the levels need the whole sequence; refused.
+  Schedule decode_schedule(int64_t n) const override {
+    if (!dump_ && !calib_.first)
+      throw std::invalid_argument("method '" + spec() +
+                                  "': calib=half learns the key levels from the first half of the whole "
+                                  "sequence, which a decoding cache does not have yet; use calib=dump:PATH "
+                                  "(levels from another text's k_pre_rope) or calib=first:N");
+    if (!dump_ && n <= calib_.first) return {};
+    return {0, n, 0, n};
+  }
+  int64_t decode_apply_tokens(int64_t n) const override { return dump_ || n > calib_.first ? n : 0; }
   void check_model(const ModelShape& s) const override {
     if (!dump_) return;
     const DumpInfo& i = dump_->info();
@@ -107,8 +127,7 @@ class Kvquant final : public Method {
     const std::vector<float> pre = widen(at.k_pre_rope), vals = widen(v);
     std::vector<float> levels;
     if (dump_) {
-      const Tensor c = read_calibration(at);
-      levels = kvquant_train_levels(c.data.data(), c.shape[1], D, kbits_, outliers_);
+      levels = dump_levels(at, D);
     } else {
       const int64_t c = calib_end(T);
       if (c < 1 || c >= T)
@@ -136,16 +155,28 @@ class Kvquant final : public Method {
     return out;
   }
 
-  // This head's k_pre_rope in the calibration dump (the HDF5 reader serializes libhdf5 calls
-  // itself: eval runs methods in parallel).
-  Tensor read_calibration(const HeadContext& at) const {
-    return dump_->read_head(at.layer, Role::KPreRope, at.kv_head);
+  // This head's levels from the calibration dump's k_pre_rope, trained once per head and kept:
+  // a decoding simulation calls apply() after every block and generated token. Trained outside
+  // the lock (eval runs heads in parallel; the HDF5 reader serializes libhdf5 calls itself).
+  std::vector<float> dump_levels(const HeadContext& at, int64_t D) const {
+    const std::pair<int64_t, int64_t> key{at.layer, at.kv_head};
+    {
+      const std::lock_guard<std::mutex> lock(mu_);
+      const auto it = levels_.find(key);
+      if (it != levels_.end()) return it->second;
+    }
+    const Tensor c = dump_->read_head(at.layer, Role::KPreRope, at.kv_head);
+    std::vector<float> l = kvquant_train_levels(c.data.data(), c.shape[1], D, kbits_, outliers_);
+    const std::lock_guard<std::mutex> lock(mu_);
+    return levels_.emplace(key, std::move(l)).first->second;
   }
 
   int kbits_, vbits_;
   double outliers_;
   Calib calib_;
   std::shared_ptr<const DumpReader> dump_;
+  mutable std::mutex mu_;
+  mutable std::map<std::pair<int64_t, int64_t>, std::vector<float>> levels_;  // (layer, kv head)
 };
 
 }  // namespace

@@ -13,13 +13,18 @@
 
 namespace kvlab {
 
-// Throws std::invalid_argument naming the method and why it has no streaming rule.
+// Throws std::invalid_argument naming the method (a per-layer method: the layer too) and why it
+// has no streaming rule.
 void check_decodable(const Method& m);
+
+// The method whose rule serves layer `layer`: a per-layer method's choice for it (plan), m
+// itself otherwise. Throws std::invalid_argument for a layer the per-layer method does not hold.
+const Method& layer_method(const Method& m, int64_t layer);
 
 // The cache one head holds after t + 1 tokens, from k, v (..., T, D), t < T: apply() on the
 // first decode_apply_tokens(t + 1) tokens, kept on the ranges of decode_schedule(t + 1), and the
-// fp16 input everywhere else. Shape (..., t + 1, D), fp32. Slow on purpose (one step from its own
-// prefix): the reference the fast paths are tested against.
+// fp16 input everywhere else (all of layer_method(m, at.layer)). Shape (..., t + 1, D), fp32. Slow on purpose
+// (one step from its own prefix): the reference the fast paths are tested against.
 Reconstruction decode_view(const Method& m, const TensorView& k, const TensorView& v, int64_t t,
                            const HeadContext& at = {});
 

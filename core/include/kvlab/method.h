@@ -111,6 +111,10 @@ class Method {
   virtual std::string calibration() const { return {}; }
   // True when apply needs HeadContext::k_pre_rope (the caller loads the dump's k_pre_rope role).
   virtual bool needs_k_pre_rope() const { return false; }
+  // Methods that rebuild each layer with another method (plan): those methods, one per layer;
+  // empty for the others (one method for every layer). Decoding asks the layer's own method
+  // (layer_method in kvlab/decode_view.h).
+  virtual std::vector<const Method*> per_layer() const { return {}; }
 };
 using MethodPtr = std::shared_ptr<const Method>;
 

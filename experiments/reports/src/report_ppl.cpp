@@ -92,6 +92,7 @@ void write_ppl_json(std::ostream& out, const PplResult& r, const PplSource& src)
     const double ref = r.reference.ppl;
     out << (i ? ",\n  " : "\n  ") << "{\"name\": " << quote(m.name) << ", \"spec\": " << quote(m.spec)
         << ", \"bits_per_element\": " << detail::json_number(m.bits_per_element)
+        << (m.calibration.empty() ? "" : ", \"calibration\": " + quote(m.calibration))
         << json_fields(stats_fields(m.all, m.all.ppl - ref)) << ", \"windows\": [";
     for (size_t w = 0; w < m.per_window.size(); ++w) {
       const PplStats& s = m.per_window[w];
@@ -157,7 +158,10 @@ std::string ppl_table(const PplResult& r, const PplSource& src) {
       src.model.c_str(), src.text.c_str(), (long long)r.windows, (long long)r.window,
       layers_text(r.quantized_layers).c_str(), (long long)r.prompt_tokens, (long long)r.generate_tokens,
       (long long)r.generate_tokens, src.seconds);
-  return out + foot;
+  out += foot;
+  for (const PplMethodResult& m : r.methods)  // learned methods say from what, as kvlab eval does
+    if (!m.calibration.empty()) out += "calibration of " + m.name + ": " + m.calibration + "\n";
+  return out;
 }
 
 }  // namespace kvlab

@@ -35,7 +35,8 @@ struct PplStats {
 struct PplMethodResult {
   std::string name, spec;
   double bits_per_element = 0;
-  PplStats all;  // pooled over windows (greedy: mean over windows)
+  std::string calibration;  // what the method learned from (Method::calibration); empty: nothing
+  PplStats all;             // pooled over windows (greedy: mean over windows)
   std::vector<PplStats> per_window;
   double delta_ppl = 0;  // all.ppl - the reference's
 };

@@ -46,7 +46,7 @@ struct TransformerWeights {
 // holds fp16 K and V, and query position t of a quantized layer sees each head as the method
 // holds it after t + 1 tokens (kvlab/decode_view.h), whatever the block size.
 struct CacheSimulation {
-  MethodPtr method;          // must be decodable (check_decodable)
+  MethodPtr method;          // must be decodable (check_decodable); plan: each layer its own rule
   std::vector<bool> layers;  // layers whose cache is quantized; empty: all
 };
 
@@ -72,7 +72,8 @@ class TransformerRunner {
  private:
   void attention_block(int64_t layer, int64_t p0, int64_t n, float* out) const;
   bool quantized(int64_t layer) const;
-  // Simulation: rounds the block's k, v to fp16 and rebuilds the layer's quantized bytes.
+  // Simulation: rounds the block's k, v (and pre-RoPE k) to fp16 and rebuilds the layer's
+  // quantized bytes.
   void quantize_cache(int64_t layer, int64_t p0, int64_t n);
   void simulated_attention(int64_t layer, int64_t p0, int64_t n, float* out) const;
   const TransformerWeights& w_;
@@ -80,8 +81,9 @@ class TransformerRunner {
   // Per layer, head-major (heads, max_tokens, head_dim): the cache is the capture.
   std::vector<std::vector<float>> q_, k_, v_, k_pre_;
   CacheSimulation sim_;
-  bool simulating_ = false, quantizes_ = false;  // quantizes_: the method ever quantizes a token
-  std::vector<std::vector<float>> kq_, vq_;      // decode_final of each quantized layer, head-major
+  bool simulating_ = false;
+  std::vector<bool> quantizes_;              // per layer: its method ever quantizes a token
+  std::vector<std::vector<float>> kq_, vq_;  // decode_final of each quantized layer, head-major
 };
 
 // cos and sin of position `pos` times each pair's frequency, theta^(-2i/head_dim), i < head_dim/2,
