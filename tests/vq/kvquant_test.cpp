@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "../core/decode_check.h"
 #include "kvlab/decode_view.h"
 #include "kvlab/dump.h"
@@ -140,10 +142,11 @@ TEST(Kvquant, RopeAfterDequantizationMatchesPostRopeKeys) {
   }
 }
 
-// A synthetic dump written to a file, keys before RoPE included.
+// A synthetic dump written to a file, keys before RoPE included. The name carries the process id:
+// ctest runs this binary's tests as parallel processes, which must not write the same file.
 std::string dump_file(uint64_t seed) {
   std::string path = testing::TempDir();
-  path.append("kvquant_calib_" + std::to_string(seed) + ".h5");
+  path.append("kvquant_calib_" + std::to_string(seed) + "_" + std::to_string(::getpid()) + ".h5");
   const SyntheticDump src(tiny(seed));
   DumpWriter w(path, src.info());
   for (int64_t l = 0; l < src.info().num_layers; ++l)
