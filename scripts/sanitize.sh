@@ -36,8 +36,11 @@ if [ $scope = inputs ]; then
            $(ls tests/{core,io,models,vq}/*_test.cpp | xargs -n1 basename | sed 's/\.cpp$//'))
   cmake --build "$dir" -j"$(nproc)" --target "${targets[@]}"
   # Not the 700 libhdf5 mutants: uninstrumented libhdf5 in a child, and kvlab's side of them is
-  # cli_hostile_inputs' and fuzz_dump's error path; ASan's start-up on 1400 processes is minutes.
-  labels=(-L '^(core|io|models|vq|inputs)$' -E '^hdf5_mutant_corpus$')
+  # fuzz_dump's error path; ASan's start-up on 1400 processes is minutes. Not cli_hostile_inputs:
+  # on hdf5_vlen_attr_h5hg_read_segv.h5 ASan intercepts libhdf5's overlapping memcpy (H5HG_read)
+  # in the parser child and cannot map memory for its report under the child's memory cap, so
+  # the child's error reads "out of memory?"; the Release ctest runs that test in CI.
+  labels=(-L '^(core|io|models|vq|inputs)$' -E '^(hdf5_mutant_corpus|cli_hostile_inputs)$')
 else
   cmake --build "$dir" -j"$(nproc)"
   labels=()
