@@ -28,15 +28,7 @@ class HeadsMethod final : public Method {
   Schedule schedule(int64_t T) const override {
     return intersect(heads_, [T](const Method& m) { return m.schedule(T); });
   }
-  Bits bits(int64_t T, int64_t D) const override {
-    Bits b;
-    for (const MethodPtr& m : heads_) {
-      const Bits o = m->bits(T, D);
-      b.key += o.key / (double)heads_.size();
-      b.value += o.value / (double)heads_.size();
-    }
-    return b;
-  }
+  Bits bits(int64_t T, int64_t D) const override { return mean_bits(heads_, T, D); }
   Reconstruction apply(const TensorView& k, const TensorView& v, const HeadContext& at) const override {
     if (at.kv_head < 0 || at.kv_head >= (int64_t)heads_.size())
       throw std::invalid_argument(spec_ + " has no KV head " + std::to_string(at.kv_head));
@@ -58,6 +50,16 @@ class HeadsMethod final : public Method {
   }
 
   // The range every method of `ms` quantizes.
+  // The mean bits of methods that each hold the same number of elements (heads, or layers).
+  static Bits mean_bits(const std::vector<MethodPtr>& ms, int64_t T, int64_t D) {
+    Bits b;
+    for (const MethodPtr& m : ms) {
+      const Bits o = m->bits(T, D);
+      b.key += o.key / (double)ms.size();
+      b.value += o.value / (double)ms.size();
+    }
+    return b;
+  }
   template <class F>
   static Schedule intersect(const std::vector<MethodPtr>& ms, F schedule_of) {
     Schedule s = schedule_of(*ms[0]);
@@ -106,15 +108,7 @@ class PlanMethod final : public Method {
     return HeadsMethod::intersect(methods_, [T](const Method& m) { return m.schedule(T); });
   }
   // The mean over layers (every layer holds the same number of heads and elements).
-  Bits bits(int64_t T, int64_t D) const override {
-    Bits b;
-    for (const MethodPtr& m : methods_) {
-      const Bits o = m->bits(T, D);
-      b.key += o.key / (double)methods_.size();
-      b.value += o.value / (double)methods_.size();
-    }
-    return b;
-  }
+  Bits bits(int64_t T, int64_t D) const override { return HeadsMethod::mean_bits(methods_, T, D); }
   void check_model(const ModelShape& s) const override {
     if (plan_.num_layers != s.num_layers || plan_.num_kv_heads != s.num_kv_heads ||
         plan_.head_dim != s.head_dim)
