@@ -8,7 +8,7 @@
 # scratch placed at 0/16/32/48 mod 64. Logs go to $OUT (or ./scratch_ab_out).
 # Usage: bash scripts/gpu_python_scratch_ab.sh DIR [REPS]
 set -u -o pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 D=$(cd "$1" && pwd)
 REPS=${2:-7}
 OUT=${OUT:-$PWD/scratch_ab_out}
