@@ -4,7 +4,8 @@
 # their predecessors (presets two-pass, cluster-1/2, boost-single), ncu of each, ncu stall reasons
 # of the tensor-core kivi-2 attention kernel. Logs go to $OUT (or ./gpu_quant_out).
 # KVLAB_GPU_BIN=DIR: DIR/kvlab-gpu (and DIR/gpu_fastq_test if present) built elsewhere; else build here.
-# Usage: bash scripts/gpu_quant_misses.sh [--no-ncu]
+# STEP_TIMEOUT: seconds per step (60); BENCH_ARGS: extra bench arguments (e.g. --elements N); NCU_ELEMENTS:
+# elements of the ncu runs (2^27); NCU_OLD=0, NCU_ATTN=0: skip the predecessor's and the attention profile. Usage: bash scripts/gpu_quant_misses.sh [--no-ncu]
 set -u -o pipefail
 cd "$(dirname "$0")/.."
 OUTDIR=${OUT:-$PWD/gpu_quant_out}; mkdir -p "$OUTDIR"
@@ -23,40 +24,39 @@ else
   mkdir -p $B/bin && cp $B/gpu/kvlab-gpu $B/tests/gpu/gpu_fastq_test $B/bin/ && BIN=$B/bin
 fi
 G=$BIN/kvlab-gpu
-for only in int8-ch a8-ch kitty; do
-  $G validate --only $only 2>&1 | tee -a "$OUTDIR/validate.log"; rc=${PIPESTATUS[0]}
-  echo "validate --only $only: exit $rc" | tee -a "$OUTDIR/validate.log"; [ $rc -ne 0 ] && status=1
-done
+T=${STEP_TIMEOUT:-60}
+# every kernel variant on the small data (validate --small), then the timings, ncu, full-size validate
 if [ -x "$BIN/gpu_fastq_test" ]; then
-  "$BIN/gpu_fastq_test" > "$OUTDIR/gtest.log" 2>&1; rc=$?
+  timeout $T "$BIN/gpu_fastq_test" > "$OUTDIR/gtest.log" 2>&1; rc=$?
   echo "gpu_fastq_test exit $rc: $(grep -E '^\[  (PASSED|FAILED)' "$OUTDIR/gtest.log" | tr '\n' ' ')"; [ $rc -ne 0 ] && status=1
 fi
+E=${BENCH_ARGS:-}
 {
-  $G bench --only int8-ch --preset default --preset two-pass --preset cluster-1 --preset cluster-2
-  $G bench --only kitty --preset default --preset boost-single
+  timeout $T $G bench $E --only int8-ch --preset default --preset two-pass --preset cluster-1 --preset cluster-2
+  timeout $T $G bench $E --only kitty --preset default --preset boost-single
 } 2>&1 | tee "$OUTDIR/bench.log"
-if [ $NCU -eq 1 ]; then
-  NCU_BIN=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
-  if [ -z "$NCU_BIN" ]; then echo "ncu: not found" | tee "$OUTDIR/ncu.log"; else
-    M="smsp__inst_executed.sum,smsp__thread_inst_executed.sum,dram__bytes.sum,gpu__time_duration.sum"
-    M="$M,regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio"
-    S="--section SpeedOfLight --section Occupancy --section SchedulerStats --section WarpStateStats"
-    q() {  # name-regex, then bench arguments: the f16-in and f32-in quantize launches
-      echo "=== $*" >> "$OUTDIR/ncu.log"
-      timeout 120 "$NCU_BIN" --kernel-name "regex:$1" --launch-count 2 $S --metrics "$M" \
-        $G bench --elements 134217728 --reps 1 --warmup 0 "${@:2}" >> "$OUTDIR/ncu.log" 2>&1
-      echo "ncu $*: exit $?"
-    }
-    q channel_quant_cluster --only int8-ch --preset default
-    q "channel_stats_regs|channel_quant_regs" --only int8-ch --preset two-pass
-    q boost_quant_radix --only kitty-k2 --preset default
-    q boost_quant_radix --only kitty-k2 --preset boost-single
-    for m in kivi-2 kivi-4; do
-      echo "=== attention stream $m B=8 L=32768" >> "$OUTDIR/ncu.log"
-      timeout 120 "$NCU_BIN" --kernel-name regex:decode_s --launch-skip 1 --launch-count 1 $S --metrics "$M" \
-        $G attend-bench --method $m --batch 8 --length 32768 --reps 1 --kernel stream >> "$OUTDIR/ncu.log" 2>&1
-      echo "ncu attention $m: exit $?"
-    done
-  fi
+NCU_BIN=""
+[ $NCU -eq 1 ] && NCU_BIN=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+M="smsp__inst_executed.sum,dram__bytes.sum,gpu__time_duration.sum"
+M="$M,regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio"
+S="--section SpeedOfLight --section Occupancy --section SchedulerStats --section WarpStateStats"
+q() {  # kernel-name regex, then bench arguments: the f16-in and f32-in quantize launches
+  echo "=== $*" >> "$OUTDIR/ncu.log"
+  timeout $T "$NCU_BIN" --kernel-name "regex:$1" --launch-count 2 $S --metrics "$M" \
+    $G bench --elements ${NCU_ELEMENTS:-134217728} --reps 1 --warmup 0 "${@:2}" >> "$OUTDIR/ncu.log" 2>&1
+  echo "ncu $*: exit $?"
+}
+if [ -n "$NCU_BIN" ]; then
+  q channel_quant_cluster --only int8-ch --preset default
+  q boost_quant_radix --only kitty-k2 --preset default
+  [ "${NCU_OLD:-1}" = 1 ] && q boost_quant_radix --only kitty-k2 --preset boost-single
+fi
+timeout $T $G validate --only axis=channel --preset default > "$OUTDIR/validate.log" 2>&1; rc=$?
+echo "validate --only axis=channel --preset default: exit $rc"; tail -2 "$OUTDIR/validate.log"; [ $rc -ne 0 ] && status=1
+if [ -n "$NCU_BIN" ] && [ "${NCU_ATTN:-1}" = 1 ]; then
+  echo "=== attention stream kivi-2 B=8 L=32768" >> "$OUTDIR/ncu.log"
+  timeout $T "$NCU_BIN" --kernel-name regex:decode_s --launch-skip 1 --launch-count 1 $S --metrics "$M" \
+    $G attend-bench --method kivi-2 --batch 8 --length 32768 --reps 1 --kernel stream >> "$OUTDIR/ncu.log" 2>&1
+  echo "ncu attention kivi-2: exit $?"
 fi
 exit $status

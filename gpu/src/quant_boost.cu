@@ -281,7 +281,21 @@ __global__ void __launch_bounds__(256) boost_quant_radix(const In* __restrict__ 
     uint32_t thr = 0;
     int gt = 0;
     if (k > 0) {
-      for (int b = 30; b >= 0; --b) {  // bit 31 (sign) is 0 for every score
+      // PAIRS: two bits per round (bits b, b - 1 from three independent counts: the same
+      // greedy choice as one bit at a time, half the dependent rounds), then bit 0 alone.
+      for (int b = 30; PAIRS && b >= 2; b -= 2) {
+        const uint32_t c1 = thr | (1u << (b - 1)), c2 = thr | (1u << b), c3 = c2 | (1u << (b - 1));
+        int n1 = 0, n2 = 0, n3 = 0;
+#pragma unroll
+        for (int m = 0; m < MC; ++m)
+          if (m < mc) {
+            n1 += __popc(__ballot_sync(0xffffffffu, has[m] && key[m] >= c1));
+            n2 += __popc(__ballot_sync(0xffffffffu, has[m] && key[m] >= c2));
+            n3 += __popc(__ballot_sync(0xffffffffu, has[m] && key[m] >= c3));
+          }
+        thr = n2 >= k ? (n3 >= k ? c3 : c2) : (n1 >= k ? c1 : thr);
+      }
+      for (int b = PAIRS ? 0 : 30; b >= 0; --b) {  // bit 31 (sign) is 0 for every score
         const uint32_t cand = thr | (1u << b);
         int cnt = 0;
 #pragma unroll
