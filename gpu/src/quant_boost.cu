@@ -2,7 +2,8 @@
 //   low plane (N, P, D, packed_bytes(Gp, bits)), high plane (N, P, k, packed_bytes(Gp, 2)),
 //   boost_index (N, P, D) uint8 (0xFF = not boosted), scale/zero (N, P, D)
 // Kernel paths, first that fits (the label each returns in brackets):
-//   quantize:   boost_quant_radix [radix] (2/4 bits, T and G multiples of 16, even D <= 256);
+//   quantize:   boost_quant_radix [radix-pairs; radix with KernelConfig::boost_pairs off] (2/4 bits,
+//               T and G multiples of 16, even D <= 256);
 //               boost_quant_page [page]
 //   dequantize: boost_dequant_regs [regs]; boost_dequant_page [page]
 // One block per page: the G x D tile is read once into shared memory; per channel, in token
@@ -148,10 +149,11 @@ __global__ void __launch_bounds__(256)
 // ---- Radix pages (BITS in {2, 4}, T % 16 == 0, G % 16 == 0, even D <= 256). One block of 256
 // threads per page:
 //  1. the raw page (fp16 stays 2 bytes) into shared memory, 16-byte loads, 8 in flight;
-//  2. statistics: one thread per channel, min/max (hardware or order keys) and the fp32 sum of
-//     |x| in token order, as the CPU reference. fabsf instead of hd.h's f_abs only differs on
-//     -0 (f_abs keeps -0), and the sum starts at +0 and so is never -0: +0 + -0 = +0 + +0 = +0,
-//     and s + (+-0) = s otherwise, so every partial sum is the same;
+//  2. statistics: one thread per channel (PAIRS: per two adjacent channels), min/max (hardware
+//     or order keys) and the fp32 sum of |x| in token order, as the CPU reference. fabsf
+//     instead of hd.h's f_abs only differs on -0 (f_abs keeps -0), and the sum starts at +0 and
+//     so is never -0: +0 + -0 = +0 + +0 = +0, and s + (+-0) = s otherwise, so every partial sum
+//     is the same;
 //  3. top-k by one warp: radix select of the k-th largest score on its bits (scores are >= +0,
 //     so unsigned order is float order, inf included), then ties at that score go to the lowest
 //     channels (ballot prefix in channel order), slots = boosted channels before c (ballots);
