@@ -22,8 +22,9 @@ struct KernelConfig {
   bool single_read = true;
   // CTAs per SM of that cluster kernel: 0 = by its L2 rule, 1 or 2 forced (bench A/B).
   int cluster_ctas_per_sm = 0;
-  // Kitty radix pages: statistics by channel pairs (one load and, for fp16, HMNMX2 per pair) and
-  // codes with one channel per thread; false: one channel per thread, codes by unit index.
+  // Kitty radix pages: statistics by channel pairs (one load and, for fp16, HMNMX2 per pair),
+  // codes with one channel per thread, top-k two radix bits per round; false: the previous
+  // kernel (one channel per thread in the statistics, codes by unit index, one bit per round).
   bool boost_pairs = true;
 };
 
@@ -91,7 +92,7 @@ inline constexpr KernelVariant kKernelVariants[] = {
   {"cluster-2",        "cluster-2",   variant_configs::cluster_ctas(2),     kQuantize,               kChannel,
    "single-read cluster kernel at 2 CTAs per SM (bench A/B of its L2 rule)"},
   {"boost-single",     "boost-single", variant_configs::boost_single(),      kQuantize,               kBoost,
-   "Kitty radix pages with one channel per thread in the statistics (the pairs' predecessor)"},
+   "the previous Kitty radix kernel: statistics by one channel per thread, codes by unit index, one radix bit per round"},
   {"fallback",         "v3",      variant_configs::fallback_kernels(),  kQuantize | kDequantize, kChannel | kToken | kBoost,
    "tile/vec/warp/page kernels on every shape (what odd shapes run); the run-4 kernels"},
 };
