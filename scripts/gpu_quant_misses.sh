@@ -4,8 +4,10 @@
 # their predecessors (presets two-pass, cluster-1/2, boost-single), ncu of each, ncu stall reasons
 # of the tensor-core kivi-2 attention kernel. Logs go to $OUT (or ./gpu_quant_out).
 # KVLAB_GPU_BIN=DIR: DIR/kvlab-gpu (and DIR/gpu_fastq_test if present) built elsewhere; else build here.
-# STEP_TIMEOUT: seconds per step (60); BENCH_ARGS: extra bench arguments (e.g. --elements N); NCU_ELEMENTS:
-# elements of the ncu runs (2^27); NCU_OLD=0, NCU_ATTN=0: skip the predecessor's and the attention profile. Usage: bash scripts/gpu_quant_misses.sh [--no-ncu]
+# STEP_TIMEOUT: seconds per step (60); BENCH_ARGS: extra bench arguments (e.g. --elements N);
+# NCU_ELEMENTS: elements of the ncu runs (2^27); NCU_OLD=0, NCU_ATTN=0: skip the predecessor's and
+# the attention profile.
+# Usage: bash scripts/gpu_quant_misses.sh [--no-ncu]
 set -u -o pipefail
 cd "$(dirname "$0")/.."
 OUTDIR=${OUT:-$PWD/gpu_quant_out}; mkdir -p "$OUTDIR"
