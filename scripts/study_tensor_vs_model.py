@@ -253,8 +253,9 @@ def main():
     ap = parser()
     ap.add_argument("--tensor-only", action="store_true",
                     help="stop after the tensor level, kept in OUT/tensor.json for --model-json")
-    ap.add_argument("--model-json", help="the model level from scripts/study_model_hf.py (not kvlab ppl); the "
-                                         "tensor level from OUT/tensor.json")
+    ap.add_argument("--model-json", help="the model level from scripts/study_model_hf.py (not kvlab ppl): its "
+                                         "output, or several (comma-separated) whose windows (--from-window) and "
+                                         "layers add up; the tensor level from OUT/tensor.json")
     a = ap.parse_args()
     out = Path(a.out_dir)
     if a.model_json:
@@ -329,7 +330,21 @@ def from_model_json(a):
     scripts/study_model_hf.py, which must have run on the same windows and calibration dump."""
     out = Path(a.out_dir)
     tensor = json.loads((out / "tensor.json").read_text())
-    model = json.loads(Path(a.model_json).read_text())
+    model = None
+    for path in a.model_json.split(","):  # runs that cover other windows (from_window) add up
+        part = json.loads(Path(path).read_text())
+        if model is None:
+            model = part
+            continue
+        if part.get("from_window", 0) != len(model["windows"]):
+            sys.exit(f"{path}: starts at window {part.get('from_window', 0)}, the runs before end at "
+                     f"{len(model['windows'])}")
+        for k in ("windows", "window_ids", "layers"):
+            model[k] += part[k]
+        model["layer_windows"] = max(model["layer_windows"], part["layer_windows"]) if part["layers"] else model["layer_windows"]
+        model["command"] += " ; " + part["command"]
+        model["wall_s"] += part["wall_s"]
+        model["cut"] = part["cut"]
     if model["window_ids"] != tensor["windows"][:len(model["window_ids"])]:
         sys.exit(f"{a.model_json}: its windows' token ids are not tensor.json's")
     if model["train_k_pre_rope_sha256"] != tensor["train_k_pre_rope_sha256"]:
@@ -340,7 +355,9 @@ def from_model_json(a):
         e, p = tensor["evals"][w], model["windows"][w]
         for m in tensor["methods"]:
             s = p[m]
-            rows.append({"window": w, "method": m, "spec": s["spec"], "bits_per_element": s["bits_per_element"],
+            # the spec as the first window has it (the calibration dump's path differs between runs)
+            rows.append({"window": w, "method": m, "spec": model["windows"][0][m]["spec"],
+                         "bits_per_element": s["bits_per_element"],
                          "ppl": s["ppl"], "ref_ppl": s["ref_ppl"],
                          **{k: s[k] for k in ("delta_ppl", "kl_mean", "kl_max", "top1_agreement")},
                          **{k: e[m][k] for k in TENSOR}})
