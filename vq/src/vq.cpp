@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <regex>
 #include <stdexcept>
+#include <utility>
 
 #include "kvlab/codebook_file.h"
 #include "kvlab/kv_text.h"
@@ -48,36 +49,47 @@ double vq_bits_per_element(const VQSpec& s, int64_t tokens, int64_t head_dim) {
 
 VQCodebooks vq_train(const float* x, int64_t T, int64_t D, const VQSpec& spec, const KMeansParams& params,
                      const KMeansBatchFn& trainer) {
+  return std::move(vq_train_heads({x}, T, D, spec, params, trainer)[0]);
+}
+
+std::vector<VQCodebooks> vq_train_heads(const std::vector<const float*>& heads, int64_t T, int64_t D,
+                                        const VQSpec& spec, const KMeansParams& params,
+                                        const KMeansBatchFn& trainer) {
   check_vq_fits(spec, D);
   if (spec.entries() > T)
     throw std::invalid_argument("vq_train: " + std::to_string(spec.entries()) + " entries (2^" +
                                 std::to_string(spec.bits) + ") but only " + std::to_string(T) +
                                 " tokens to train on");
-  VQCodebooks cb;
-  cb.spec = spec;
-  cb.head_dim = D;
-  const int64_t G = cb.groups(), v = spec.vec, K = spec.entries();
-  cb.data.assign((int64_t)spec.stages * G * K * v, 0.0f);
-  std::vector<float> resid(x, x + T * D);
-  std::vector<std::vector<float>> sub(G, std::vector<float>(T * v));
+  const int64_t H = heads.size();
+  VQCodebooks proto;
+  proto.spec = spec;
+  proto.head_dim = D;
+  const int64_t G = proto.groups(), v = spec.vec, K = spec.entries();
+  proto.data.assign((int64_t)spec.stages * G * K * v, 0.0f);
+  std::vector<VQCodebooks> cbs(H, proto);
+  std::vector<std::vector<float>> resid(H), sub(H * G, std::vector<float>(T * v));
+  for (int64_t h = 0; h < H; ++h) resid[h].assign(heads[h], heads[h] + T * D);
   KMeansParams p = params;
   p.k = K;
   for (int s = 0; s < spec.stages; ++s) {
-    std::vector<KMeansProblem> probs(G);
-    for (int64_t g = 0; g < G; ++g) {
-      for (int64_t t = 0; t < T; ++t)
-        for (int64_t j = 0; j < v; ++j) sub[g][t * v + j] = resid[t * D + g * v + j];
-      probs[g] = {sub[g].data(), T, v, nullptr, nullptr};
-    }
+    std::vector<KMeansProblem> probs(H * G);  // head-major: problem h * G + g
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t g = 0; g < G; ++g) {
+        float* q = sub[h * G + g].data();
+        for (int64_t t = 0; t < T; ++t)
+          for (int64_t j = 0; j < v; ++j) q[t * v + j] = resid[h][t * D + g * v + j];
+        probs[h * G + g] = {q, T, v, nullptr, nullptr};
+      }
     const auto res = trainer(probs, p);
-    for (int64_t g = 0; g < G; ++g) {
-      std::copy(res[g].centroids.begin(), res[g].centroids.end(), cb.book(s, g));
-      for (int64_t t = 0; t < T; ++t)
-        for (int64_t j = 0; j < v; ++j)
-          resid[t * D + g * v + j] -= res[g].centroids[res[g].assign[t] * v + j];
-    }
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t g = 0; g < G; ++g) {
+        const KMeansResult& r = res[h * G + g];
+        std::copy(r.centroids.begin(), r.centroids.end(), cbs[h].book(s, g));
+        for (int64_t t = 0; t < T; ++t)
+          for (int64_t j = 0; j < v; ++j) resid[h][t * D + g * v + j] -= r.centroids[r.assign[t] * v + j];
+      }
   }
-  return cb;
+  return cbs;
 }
 
 std::vector<uint8_t> vq_encode(const VQCodebooks& cb, const float* x, int64_t T, int threads) {
