@@ -1,6 +1,5 @@
-// kvlab vq train [DUMP | synthetic:PRESET[:tokens=N]] --spec CQ-4c8b [--role k|v|kv] [--iters 20] [--init
-// kmeans++] [--seed 0]
-//                [--layers a-b] [--device cpu|cuda] --out CB.h5
+// kvlab vq train [DUMP | synthetic:PRESET[:tokens=N]] --spec CQ-4c8b [--role k|v|kv] [--iters 20]
+//                [--init kmeans++] [--seed 0] [--layers a-b] [--device cpu|cuda] --out CB.h5
 // kvlab vq reorder CB.h5 [--dump DUMP] --reg-bytes N --smem-bytes M [--device cpu|cuda] [--out CB2.h5]
 // Under mpirun/srun, train spreads its (role, layer, KV head) units over the ranks (docs/SCALING.md).
 // --device cuda: the GPU k-means (gpu/src/kmeans.cu) from the CPU's starts, and the GPU's codes
@@ -156,17 +155,19 @@ void train(const TrainArgs& a) {
   if (a.device == "cuda") trainer = gpu_kmeans_batch;
 #endif
   double train_s = 0;  // in vq_train_heads: starts, k-means, residuals
-  // Codebooks of several heads, every group of a stage in one batch (a whole layer on the GPU).
+  // Codebooks of several heads, every group of a stage in one batch (a whole layer on the GPU),
+  // and each head's codes of its tokens (vq_encode's, from the training's final assignments).
+  std::vector<std::vector<uint8_t>> codes;
   const auto train_heads = [&](const std::vector<const float*>& xs) {
     const auto t = std::chrono::steady_clock::now();
-    auto cbs = vq_train_heads(xs, T, D, spec, p, trainer);
+    auto cbs = vq_train_heads(xs, T, D, spec, p, trainer, &codes);
     train_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
     return cbs;
   };
-  const auto score_head = [&](const VQCodebooks& cb, const float* xh) {
+  const auto score_head = [&](const VQCodebooks& cb, const std::vector<uint8_t>& code, const float* xh) {
     HeadBooks hb;
     hb.books = cb.data;
-    const auto xhat = vq_decode(cb, vq_encode(cb, xh, T, a.threads).data(), T);
+    const auto xhat = vq_decode(cb, code.data(), T);
     for (int64_t i = 0; i < T * D; ++i) {
       hb.sq += (double)(xh[i] - xhat[i]) * (xh[i] - xhat[i]);
       hb.ref += (double)xh[i] * xh[i];
@@ -183,7 +184,8 @@ void train(const TrainArgs& a) {
       std::vector<const float*> xs(H);
       for (int64_t h = 0; h < H; ++h) xs[h] = &x.data[h * T * D];
       const auto cbs = train_heads(xs);
-      for (int64_t h = 0; h < H; ++h) done[u + h] = score_head(cbs[h], xs[h]);
+#pragma omp parallel for schedule(static) num_threads(resolve_threads(a.threads))
+      for (int64_t h = 0; h < H; ++h) done[u + h] = score_head(cbs[h], codes[h], xs[h]);
     }
   } else {
     const auto [first, last] = dist::unit_block(units, w.rank, w.size);
@@ -192,7 +194,7 @@ void train(const TrainArgs& a) {
     put_plan(out, shape, units);
     for (int64_t u = first; u < last; ++u) {
       const Tensor x = reader->read_head(lr.first + u / H % L, roles[u / (L * H)], u % H);
-      const HeadBooks hb = score_head(train_heads({x.data.data()})[0], x.data.data());
+      const HeadBooks hb = score_head(train_heads({x.data.data()})[0], codes[0], x.data.data());
       out.put(u);
       out.put_vector(hb.books);
       out.put(hb.sq);

@@ -82,13 +82,16 @@ TEST(VQ, HeadsTrainedTogetherEqualHeadsTrainedAlone) {
     batch_sizes.push_back(probs.size());
     return kmeans_batch(probs, q);
   };
-  const auto together = vq_train_heads({xs[0].data(), xs[1].data(), xs[2].data()}, T, D, spec, p, counting);
+  std::vector<std::vector<uint8_t>> codes;
+  const auto together =
+      vq_train_heads({xs[0].data(), xs[1].data(), xs[2].data()}, T, D, spec, p, counting, &codes);
   EXPECT_EQ(batch_sizes, (std::vector<size_t>{H * 4, H * 4}));  // 2 stages x (3 heads x 4 groups)
   ASSERT_EQ(together.size(), (size_t)H);
   for (int64_t h = 0; h < H; ++h) {
     const VQCodebooks alone = vq_train(xs[h].data(), T, D, spec, p);
     EXPECT_EQ(together[h].data, alone.data) << "head " << h;  // every bit
     EXPECT_EQ(together[h].spec, spec);
+    EXPECT_EQ(codes[h], vq_encode(alone, xs[h].data(), T)) << "head " << h;  // the training's codes
   }
   EXPECT_NE(together[0].data, together[1].data);  // the heads' data differ, so must their books
 }

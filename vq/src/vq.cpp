@@ -8,6 +8,7 @@
 #include "kvlab/codebook_file.h"
 #include "kvlab/kv_text.h"
 #include "kvlab/pack.h"
+#include "kvlab/threads.h"
 
 namespace kvlab {
 
@@ -54,7 +55,8 @@ VQCodebooks vq_train(const float* x, int64_t T, int64_t D, const VQSpec& spec, c
 
 std::vector<VQCodebooks> vq_train_heads(const std::vector<const float*>& heads, int64_t T, int64_t D,
                                         const VQSpec& spec, const KMeansParams& params,
-                                        const KMeansBatchFn& trainer) {
+                                        const KMeansBatchFn& trainer,
+                                        std::vector<std::vector<uint8_t>>* codes) {
   check_vq_fits(spec, D);
   if (spec.entries() > T)
     throw std::invalid_argument("vq_train: " + std::to_string(spec.entries()) + " entries (2^" +
@@ -69,25 +71,32 @@ std::vector<VQCodebooks> vq_train_heads(const std::vector<const float*>& heads, 
   std::vector<VQCodebooks> cbs(H, proto);
   std::vector<std::vector<float>> resid(H), sub(H * G, std::vector<float>(T * v));
   for (int64_t h = 0; h < H; ++h) resid[h].assign(heads[h], heads[h] + T * D);
+  if (codes) codes->assign(H, std::vector<uint8_t>(T * spec.stages * G));
   KMeansParams p = params;
   p.k = K;
+  const int nt = resolve_threads(params.threads);
   for (int s = 0; s < spec.stages; ++s) {
     std::vector<KMeansProblem> probs(H * G);  // head-major: problem h * G + g
-    for (int64_t h = 0; h < H; ++h)
-      for (int64_t g = 0; g < G; ++g) {
-        float* q = sub[h * G + g].data();
-        for (int64_t t = 0; t < T; ++t)
-          for (int64_t j = 0; j < v; ++j) q[t * v + j] = resid[h][t * D + g * v + j];
-        probs[h * G + g] = {q, T, v, nullptr, nullptr};
-      }
+    // (each (head, group) touches only its own columns: the same values for any thread count)
+#pragma omp parallel for schedule(static) num_threads(nt) if (H * G > 1)
+    for (int64_t hg = 0; hg < H * G; ++hg) {
+      const int64_t h = hg / G, g = hg % G;
+      float* q = sub[hg].data();
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t j = 0; j < v; ++j) q[t * v + j] = resid[h][t * D + g * v + j];
+      probs[hg] = {q, T, v, nullptr, nullptr};
+    }
     const auto res = trainer(probs, p);
-    for (int64_t h = 0; h < H; ++h)
-      for (int64_t g = 0; g < G; ++g) {
-        const KMeansResult& r = res[h * G + g];
-        std::copy(r.centroids.begin(), r.centroids.end(), cbs[h].book(s, g));
-        for (int64_t t = 0; t < T; ++t)
-          for (int64_t j = 0; j < v; ++j) resid[h][t * D + g * v + j] -= r.centroids[r.assign[t] * v + j];
+#pragma omp parallel for schedule(static) num_threads(nt) if (H * G > 1)
+    for (int64_t hg = 0; hg < H * G; ++hg) {
+      const int64_t h = hg / G, g = hg % G;
+      const KMeansResult& r = res[hg];
+      std::copy(r.centroids.begin(), r.centroids.end(), cbs[h].book(s, g));
+      for (int64_t t = 0; t < T; ++t) {
+        if (codes) (*codes)[h][(t * spec.stages + s) * G + g] = (uint8_t)r.assign[t];
+        for (int64_t j = 0; j < v; ++j) resid[h][t * D + g * v + j] -= r.centroids[r.assign[t] * v + j];
       }
+    }
   }
   return cbs;
 }
