@@ -51,6 +51,7 @@ void run(const PlanArgs& a) {
       throw std::invalid_argument("--candidates '" + m + "': a plan cannot be a candidate");
   opt.queries = parse_queries(a.queries);
   opt.threads = a.threads;
+  opt.topk = false;  // no plan metric reads it
   if (!a.quiet) opt.progress = calib::progress("plan");
   std::vector<NamedPath> inputs = dump_inputs(a.dump);
   for (const std::string& m : opt.methods)

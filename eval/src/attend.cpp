@@ -3,6 +3,7 @@
 
 #include <Eigen/Core>
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <ctime>
@@ -43,8 +44,15 @@ void exp_floor(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = y[i] >= kWeightFloor ? y[i] : 0.0f;
 }
 
+// a where c, else b, by bit masks: GCC under trapping math (the default) does not if-convert a
+// ?: whose arms it has sunk into branches, which kept metric_column scalar.
+inline float select_bits(bool c, float a, float b) {
+  const uint32_t m = 0u - (uint32_t)c;
+  return std::bit_cast<float>((std::bit_cast<uint32_t>(a) & m) | (std::bit_cast<uint32_t>(b) & ~m));
+}
+
 // One column of the metric sums (attend.h) over nb rows. A function of its own, with restrict
-// arguments, so GCC vectorizes it; both arms of each select are computed before selecting.
+// arguments, so GCC vectorizes it; both arms of each select are computed, then chosen by bits.
 // e: reference weights on M's scale, f: exp(M - S) per row, eh: the method's weights on S's.
 // Adds one column into the fp32 partial sums p[kSums][nb] (the order of MethodSum).
 void metric_column(const float* __restrict e, const float* __restrict f, const float* __restrict eh,
@@ -62,9 +70,9 @@ void metric_column(const float* __restrict e, const float* __restrict f, const f
          x * (-1.0f / 6 + x * (1.0f / 24 + x * (-1.0f / 120 + x * (1.0f / 720 + x * (-1.0f / 5040))))));
     const bool series = std::fabs(x) <= kSeriesLimit;
     const float d_series = ev * em, d_direct = ev - ehv;
-    const float d = series ? d_series : d_direct;
+    const float d = select_bits(series, d_series, d_direct);
     const float w_series = ev * rr, w_direct = ev * x - d;
-    const float wv = series ? w_series : w_direct;
+    const float wv = select_bits(series, w_series, w_direct);
     zh[i] += ehv;
     zd[i] += d;
     a[i] += d * d;
@@ -104,6 +112,14 @@ RowErrors row_errors(const MethodRows& s, int64_t r, int64_t B, double zs, doubl
     e.out_sq += diff * diff;
   }
   return e;
+}
+
+// acc (D x B col-major, rows offset already applied): row i times scale[i], for the nb rows.
+// Column by column, contiguous: a row at a time strode B doubles per channel (cache misses were
+// most of mask_and_rescale); rows not rescaled have scale 1, exact.
+void scale_columns(double* __restrict acc, const double* __restrict scale, int64_t nb, int64_t D, int64_t B) {
+  for (int64_t d = 0; d < D; ++d)
+    for (int64_t i = 0; i < nb; ++i) acc[d * B + i] *= scale[i];
 }
 
 // acc (D x B col-major, rows offset already applied) += O (nb x D col-major), in fp64.
@@ -154,6 +170,7 @@ void TileKernel::resize(const TileJob& j) {
   grow(z_, rows);
   grow(z2_, rows);
   grow(acc_, out);
+  grow(scale_, rows);
   if (Dm_.size() < (size_t)j.M) {
     Dm_.resize(j.M);
     tmax_m_.resize(j.M);
@@ -254,17 +271,21 @@ void TileKernel::mask_and_rescale(const TileJob& j, const KeyTile& t) {
   std::fill_n(tmax, nb, kNegInf);
   for (int64_t c = 0; c < n; ++c)
     for (int64_t i = 0; i < nb; ++i) tmax[i] = std::max(tmax[i], Lp[c * nb + i]);
+  double* scale = scale_.data();
+  bool any = false;
   for (int64_t i = 0; i < nb; ++i) {
     const int64_t r = r0 + i;
     const float mx = std::max(mrow_[r], tmax[i]);
+    scale[i] = 1.0;
     if (mx > mrow_[r] && mrow_[r] != kNegInf) {
       const double a = std::exp((double)mrow_[r] - (double)mx);
       z_[r] *= a;
       z2_[r] *= a * a;
-      for (int64_t d = 0; d < D; ++d) acc_[d * B + r] *= a;
+      scale[i] = a, any = true;
     }
     mrow_[r] = mx;
   }
+  if (any) scale_columns(acc_.data() + r0, scale, nb, D, B);
   // Each method's running scale S >= M (its own largest logit or M); rescale its sums.
   for (int m = 0; m < j.M; ++m) {
     auto& s = mr_[m];
@@ -273,18 +294,21 @@ void TileKernel::mask_and_rescale(const TileJob& j, const KeyTile& t) {
     std::fill_n(tm, nb, kNegInf);
     for (int64_t c = 0; c < n; ++c)
       for (int64_t i = 0; i < nb; ++i) tm[i] = std::max(tm[i], Lp[c * nb + i] - dm[c * nb + i]);
+    any = false;
     for (int64_t i = 0; i < nb; ++i) {
       const int64_t r = r0 + i;
       const float sx = std::max({s.smax[r], mrow_[r], tm[i]});
+      scale[i] = 1.0;
       if (sx > s.smax[r] && s.smax[r] != kNegInf) {
         const double a = std::exp((double)s.smax[r] - (double)sx), a2 = a * a;
         for (int q = 0; q < kSums; ++q) s.sum[q][r] *= kSquared[q] ? a2 : a;
-        for (int64_t d = 0; d < D; ++d) s.acc[d * B + r] *= a;
+        scale[i] = a, any = true;
       }
       s.smax[r] = sx;
       s.gap[i] = sx - mrow_[r];                     // S - M >= 0
       s.f[i] = (float)std::exp(-(double)s.gap[i]);  // exp(M - S): reference weights on S's scale
     }
+    if (any) scale_columns(s.acc.data() + r0, scale, nb, D, B);
   }
 }
 
@@ -358,7 +382,7 @@ void TileKernel::method_tile(const TileJob& j, int m, const KeyTile& t, Laps& la
   outputs(Eh, j.methods[m].v_hat, t, j.D, s.acc.data(), B);
   laps.lap(&AttentionTimes::gemm_pv);
 
-  update_topk(&top_[(1 + m) * B + r0], L_.data(), dm, tmax_m_[m].data(), nb, n, t.s0);
+  if (j.topk) update_topk(&top_[(1 + m) * B + r0], L_.data(), dm, tmax_m_[m].data(), nb, n, t.s0);
   laps.lap(&AttentionTimes::topk);
 }
 
@@ -392,8 +416,9 @@ void TileKernel::finish(const TileJob& j, TileResult& res, float* out_o) {
       st.out_sq_err += e.out_sq;
       st.out_sq_ref += osq;
       st.kl_sum += std::max(0.0, e.kl);  // >= 0 exactly; rounding can dip below zero
-      st.topk_sum +=
-          (double)top_[(1 + m) * B + r].overlap(top_[r]) / (double)std::min<int64_t>(kTopK, visible);
+      if (j.topk)
+        st.topk_sum +=
+            (double)top_[(1 + m) * B + r].overlap(top_[r]) / (double)std::min<int64_t>(kTopK, visible);
       st.queries += 1;
     }
   }
@@ -418,7 +443,7 @@ void TileKernel::run(const TileJob& j, TileResult& res, float* out_o, AttentionT
     laps.lap(&AttentionTimes::softmax);
     outputs(E_.data(), j.v, t, j.D, acc_.data(), j.B);
     laps.lap(&AttentionTimes::gemm_pv);
-    update_topk(&top_[t.r0], L_.data(), nullptr, tmax_.data(), t.nb, t.n, t.s0);
+    if (j.topk) update_topk(&top_[t.r0], L_.data(), nullptr, tmax_.data(), t.nb, t.n, t.s0);
     laps.lap(&AttentionTimes::topk);
     for (int m = 0; m < j.M; ++m) method_tile(j, m, t, laps);
   }

@@ -41,6 +41,7 @@ struct TileJob {
   const MethodKV* methods = nullptr;
   int M = 0;
   int64_t key_tile = 256;
+  bool topk = true;  // false: no top-8 (topk_sum stays 0)
 };
 
 // Per task results, summed over the rows of each head.
@@ -122,6 +123,7 @@ class TileKernel {
   std::vector<float> mrow_, tmax_;           // the reference's running max M, its tile max
   std::vector<std::vector<float>> tmax_m_;   // tile max of each method's logits
   std::vector<double> z_, z2_, acc_;         // reference: Z, sum e^2, output accumulator (D x B)
+  std::vector<double> scale_;                // per row of a tile: its accumulator's rescale factor
   std::vector<double> o_row_;                // one row of acc_ (D)
   std::vector<MethodRows> mr_;
   std::vector<TopK> top_;         // (1 + M) x B

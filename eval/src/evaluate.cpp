@@ -171,7 +171,7 @@ std::vector<detail::HeadCache> apply_head(std::vector<MethodEval>& methods, cons
 void score_head(std::vector<MethodEval>& methods, const std::vector<int>& which,
                 const std::vector<detail::HeadCache>& caches, int64_t li, int64_t g, const float* q,
                 const float* k, const float* v, const EvalShape& shape, const std::vector<int64_t>& pos,
-                const AttentionTiles& tiles, const AttentionBackend& backend, AttentionTimes* times) {
+                const EvalOptions& opt, AttentionTimes* times) {
   const int64_t D = shape.head_dim, N = pos.size();
   const int64_t group = shape.num_q_heads / shape.num_kv_heads;
   int64_t visible = 0;  // valid causal entries per head
@@ -186,10 +186,11 @@ void score_head(std::vector<MethodEval>& methods, const std::vector<int>& which,
   job.pos = pos.data();
   job.k = k;
   job.v = v;
-  job.tiles = tiles;
+  job.tiles = opt.tiles;
+  job.topk = opt.topk;
   detail::GroupResult gr;
-  if (backend)
-    backend(job, gr, times);
+  if (opt.backend)
+    opt.backend(job, gr, times);
   else
     detail::run_group(job, gr, nullptr, times);
   for (int64_t h = 0; h < group; ++h) {
@@ -221,7 +222,7 @@ void run_head(EvalResult& r, const std::vector<int>& which, int64_t layer, int64
     caches = apply_head(r.methods, which, li, layer, g, k, v, k_pre_rope, r.shape, opt.codec.get());
   }
   PhaseTimer t(r.times.attention, r.times.attention_cpu);
-  score_head(r.methods, which, caches, li, g, q, k, v, r.shape, pos, opt.tiles, opt.backend, &r.times.cpu);
+  score_head(r.methods, which, caches, li, g, q, k, v, r.shape, pos, opt, &r.times.cpu);
 }
 
 // Phase 5: totals over the evaluated layers and heads.

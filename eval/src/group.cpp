@@ -49,6 +49,7 @@ void run_group(const GroupJob& g, GroupResult& result, float* out_o, AttentionTi
       job.methods = g.methods.data();
       job.M = M;
       job.key_tile = std::min(g.tiles.key_tile, max_keys);
+      job.topk = g.topk;
       if (out_o) o.resize(B * D);
       kernel.run(job, parts[tile], out_o ? o.data() : nullptr, times ? &local : nullptr);
       if (out_o)

@@ -2,6 +2,8 @@
 // channel) with the hardware conversion, NVFP4 and MXFP4 with the soft E2M1 conversion (no FP4
 // instruction before sm_100). Every element goes through core's float_format.h recipe, so the
 // bytes are the CPU reference's (kvlab-gpu validate compares them).
+#include <type_traits>
+
 #include "fastq.cuh"
 #include "tile.cuh"
 
@@ -236,29 +238,57 @@ __global__ void fp4_quant_blocks(const In* x, FloatLayout L, const float* scale,
   }
 }
 
+// Four E2M1 codes (bits 4j..4j+3 of w, sign in bit 3) as two fp16x2 words, exactly: every E2M1
+// magnitude (0, 0.5, 1, 1.5, 2, 3, 4, 6) is an fp16 whose low byte is 0, so one byte permute
+// looks the four high bytes up (the table is the 8-byte pool), a second pair places them, and
+// the sign bits move to bits 15 and 31. The values equal fp4_to_float (validate row fp4-code
+// checks every 16-bit w).
+__device__ __forceinline__ void e2m1x4_to_half2(uint32_t w, uint32_t& lo, uint32_t& hi) {
+  const uint32_t mag = __byte_perm(0x3E3C3800u, 0x46444240u, w & 0x7777u);
+  lo = __byte_perm(mag, 0u, 0x1404u) | ((w << 12) & 0x8000u) | ((w << 24) & 0x80000000u);
+  hi = __byte_perm(mag, 0u, 0x3424u) | ((w << 4) & 0x8000u) | ((w << 16) & 0x80000000u);
+}
+__device__ __forceinline__ void e2m1x4_to_float(uint32_t w, float v[4]) {
+  uint32_t lo, hi;
+  e2m1x4_to_half2(w, lo, hi);
+  v[0] = half_to_float((uint16_t)(lo & 0xffffu)), v[1] = half_to_float((uint16_t)(lo >> 16));
+  v[2] = half_to_float((uint16_t)(hi & 0xffffu)), v[3] = half_to_float((uint16_t)(hi >> 16));
+}
+
+// Full, aligned blocks (B divides D). A thread's unit is the E elements of one 16-byte store (4
+// fp32 or 8 fp16) and its E/2 code bytes, consecutive lanes on consecutive units, so every warp
+// load and store is one contiguous run; U units per thread are loaded before any is stored.
+// (One thread per block, as before, wrote B/E stores at a B-element lane stride: 16-68% of copy.)
 template <class Out, int B>
-__global__ void fp4_dequant_blocks(const uint8_t* codes, const uint8_t* bscale, FloatLayout L,
-                                   const float* scale, Out* out) {
-  const int64_t nb = L.N * L.T * (L.D / B);
+__global__ void fp4_dequant_vec(const uint8_t* codes, const uint8_t* bscale, FloatLayout L,
+                                const float* scale, Out* out) {
+  constexpr int E = 16 / (int)sizeof(Out), U = 4;
+  using Word = std::conditional_t<E == 4, uint16_t, uint32_t>;  // the unit's E codes
+  const int64_t nu = L.N * L.T * L.D / E, stride = (int64_t)gridDim.x * blockDim.x;
   const float s_t = scale[0];
-  for (int64_t b = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; b < nb;
-       b += (int64_t)gridDim.x * blockDim.x) {
-    const uint8_t code = bscale[b];
-    const float S = L.format == FloatFormat::NVFP4 ? nvfp4_block_scale(code, s_t) : mxfp4_block_scale(code);
-    uint32_t w[B / 8];
-    if constexpr (B == 16) {
-      const uint2 r = *reinterpret_cast<const uint2*>(codes + b * 8);
-      w[0] = r.x, w[1] = r.y;
-    } else {
-      const uint4 r = *reinterpret_cast<const uint4*>(codes + b * 16);
-      w[0] = r.x, w[1] = r.y, w[2] = r.z, w[3] = r.w;
+  for (int64_t u0 = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; u0 < nu; u0 += U * stride) {
+    uint32_t w[U];
+    uint8_t sc[U];
+#pragma unroll
+    for (int j = 0; j < U; ++j) {
+      const int64_t u = u0 + j * stride;
+      w[j] = u < nu ? reinterpret_cast<const Word*>(codes)[u] : 0u;
+      sc[j] = u < nu ? bscale[u / (B / E)] : 0u;
     }
 #pragma unroll
-    for (int k = 0; k < B / 8; ++k) {
+    for (int j = 0; j < U; ++j) {
+      const int64_t u = u0 + j * stride;
+      if (u >= nu) break;
+      const float S = B == 16 ? nvfp4_block_scale(sc[j], s_t) : mxfp4_block_scale(sc[j]);
       float v[8];
 #pragma unroll
-      for (int j = 0; j < 8; ++j) v[j] = fp4_dequant((uint8_t)((w[k] >> (4 * j)) & 0xfu), S);
-      store8(out, b * B + 8 * k, v);
+      for (int k = 0; k < E; k += 4) e2m1x4_to_float(w[j] >> (4 * k), v + k);
+#pragma unroll
+      for (int k = 0; k < E; ++k) v[k] = f_mul(v[k], S);  // fp4_dequant's product
+      if constexpr (E == 4)
+        *reinterpret_cast<float4*>(out + u * E) = make_float4(v[0], v[1], v[2], v[3]);
+      else
+        store8(out, u * E, v);
     }
   }
 }
@@ -384,15 +414,14 @@ const char* quantize_as(const FloatLayout& L, const In* x, DevFloat q, cudaStrea
 template <class Out>
 const char* dequantize_as(const FloatLayout& L, DevFloat q, Out* out, cudaStream_t s) {
   if (L.fp4()) {
-    const int64_t nb = L.N * L.T * L.blocks();
     if (L.D % L.block() == 0) {
-      const unsigned g = stride_grid(nb, 256);
+      const unsigned g = stride_grid(cdiv(L.N * L.T * L.D / (16 / (int64_t)sizeof(Out)), 4), 256);
       if (L.format == FloatFormat::NVFP4)
-        fp4_dequant_blocks<Out, 16><<<g, 256, 0, s>>>(q.codes, q.block_scale, L, q.scale, out);
+        fp4_dequant_vec<Out, 16><<<g, 256, 0, s>>>(q.codes, q.block_scale, L, q.scale, out);
       else
-        fp4_dequant_blocks<Out, 32><<<g, 256, 0, s>>>(q.codes, q.block_scale, L, q.scale, out);
-      check_launch("fp4_dequant_blocks");
-      return "fp4-blocks";
+        fp4_dequant_vec<Out, 32><<<g, 256, 0, s>>>(q.codes, q.block_scale, L, q.scale, out);
+      check_launch("fp4_dequant_vec");
+      return "fp4-vec";
     }
     fp4_dequant_any<Out>
         <<<stride_grid(L.N * L.T * L.D, 256), 256, 0, s>>>(q.codes, q.block_scale, L, q.scale, out);
@@ -492,7 +521,8 @@ __global__ void fp8_cvt_check(unsigned long long* bad, unsigned long long* check
 // The FP4 fast code against the recipe: (1) e2m1_mag with the sign bit vs float_to_fp4 on every
 // float but NaN; (2) MXFP4: every scale code, 2^16 random x each (all exponents and signs, zeros
 // included); (3) NVFP4: 2^30 random (x, S) with S in [2^-100, 2^100] and x/S spread over
-// [2^-40, 8) with exact E2M1 midpoints and their neighbours, both signs.
+// [2^-40, 8) with exact E2M1 midpoints and their neighbours, both signs; (4) the dequantize's
+// decode of four codes at once (e2m1x4_to_float) against fp4_to_float on every 16-bit word.
 __device__ __forceinline__ uint32_t mix32(uint64_t z) {  // splitmix64's finaliser, high half
   z += 0x9E3779B97F4A7C15ull;
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -510,6 +540,13 @@ __global__ void fp4_code_check(unsigned long long* bad, unsigned long long* chec
     const float f = bits_float(u);
     nbad += (fp4_sign(f) | e2m1_mag(fabsf(f))) != float_to_fp4(f);
     ++nchk;
+  }
+  for (uint64_t i = tid; i < 1ull << 16; i += stride) {
+    float v[4];
+    e2m1x4_to_float((uint32_t)i, v);
+    for (int j = 0; j < 4; ++j)
+      nbad += float_bits(v[j]) != float_bits(fp4_to_float((uint8_t)((i >> (4 * j)) & 0xfu)));
+    nchk += 4;
   }
   for (uint64_t i = tid; i < 255ull << 16; i += stride) {
     const float S = mxfp4_block_scale((uint8_t)(i >> 16));

@@ -211,6 +211,29 @@ TEST(Evaluate, SameResultsForAnyThreadCount) {
     }
 }
 
+// kvlab plan reads no top-8: without it every other sum keeps its bits, per layer and head.
+TEST(Evaluate, SkippingTopKChangesNoOtherSum) {
+  Fake f(2, 8, 2, 260, 16, false);
+  EvalOptions with = options({"int8", "kivi-2", "kitty"}), without = with;
+  without.topk = false;
+  const EvalResult a = kvlab::evaluate(f.shape, f.loader(), with),
+                   b = kvlab::evaluate(f.shape, f.loader(), without);
+  for (size_t m = 0; m < a.methods.size(); ++m) {
+    EXPECT_GT(a.methods[m].attn.topk_sum, 0.0);
+    EXPECT_EQ(b.methods[m].attn.topk_sum, 0.0);
+    for (size_t l = 0; l < a.methods[m].layers.size(); ++l)
+      for (size_t h = 0; h < a.methods[m].layers[l].attn.size(); ++h) {
+        const AttnStats &x = a.methods[m].layers[l].attn[h], &y = b.methods[m].layers[l].attn[h];
+        EXPECT_EQ(x.score_sq_err, y.score_sq_err);
+        EXPECT_EQ(x.kl_sum, y.kl_sum);
+        EXPECT_EQ(x.out_sq_err, y.out_sq_err);
+        EXPECT_EQ(x.out_sq_ref, y.out_sq_ref);
+        EXPECT_EQ(x.score_count, y.score_count);
+        EXPECT_EQ(x.queries, y.queries);
+      }
+  }
+}
+
 // --- bad input --------------------------------------------------------------------------------
 
 std::string error_of(const std::function<void()>& f) {

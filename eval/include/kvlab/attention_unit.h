@@ -25,6 +25,9 @@ struct AttentionUnit {
   const float* v = nullptr;
   std::vector<MethodKV> methods;
   AttentionTiles tiles;  // the CPU kernel's tile sizes (a device picks its own)
+  // false: the top-8 overlap may be skipped (AttnStats::topk_sum left 0), for callers that read
+  // no top-8 metric (kvlab plan); the other sums do not change.
+  bool topk = true;
 };
 
 struct AttentionUnitResult {

@@ -64,6 +64,7 @@ struct EvalOptions {
   bool prefetch = false;               // load layer l + 1 on a second thread while layer l is computed
                                        // (two layers in memory; for backends that leave the CPU cores idle)
   std::shared_ptr<const Codec> codec;  // where methods quantize (kvlab/codec.h); null: core on the CPU
+  bool topk = true;  // false: the top-8 overlap may be skipped (topk_overlap 0); kvlab plan reads none
 };
 
 // One layer of one method. key/value: per KV head; attn: per query head (head h uses KV head
