@@ -28,7 +28,7 @@ command -v ccache >/dev/null && opts+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 mkdir -p "$dir"
 # No Python extension: the interpreter is not built with ASan, so it could not load it.
 cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
-  -DKVLAB_FRONTEND_FLAGS=-O0 -DKVLAB_PYTHON=/usr/bin/python3 -DKVLAB_WITH_CUDA=OFF -DKVLAB_BUILD_BENCHMARKS=OFF -DKVLAB_BUILD_PYTHON=OFF \
+  -DKVLAB_FRONTEND_FLAGS=-O0 -DKVLAB_PCH=ON -DKVLAB_PYTHON=/usr/bin/python3 -DKVLAB_WITH_CUDA=OFF -DKVLAB_BUILD_BENCHMARKS=OFF -DKVLAB_BUILD_PYTHON=OFF \
   -DCMAKE_CXX_FLAGS="$san" -DCMAKE_EXE_LINKER_FLAGS="$san" -DCMAKE_SHARED_LINKER_FLAGS="$san" \
   -DCMAKE_MODULE_LINKER_FLAGS="$san" "${opts[@]}" >"$dir/configure.log" 2>&1 || { cat "$dir/configure.log"; exit 1; }
 # libtorch (the .pt plugin) is not instrumented: its new/delete pairs look mismatched to ASan.

@@ -7,8 +7,9 @@ cd "$(dirname "$0")/.."
 step() { local TIMEFORMAT="test.sh: $1: %R s wall, %U s user, %S s sys"; shift; time "$@"; }
 step install_deps scripts/install_deps.sh
 # ccache (install_deps.sh installs it): the pip build below compiles the libraries with build/'s
-# flags and paths, so even an empty cache serves it build/'s objects.
-step build scripts/build.sh
+# flags and paths, so even an empty cache serves it build/'s objects. KVLAB_PCH: the unit tests'
+# precompiled GoogleTest header (KVLAB_PCH=OFF where ccache should cache the tests instead).
+step build scripts/build.sh -DKVLAB_PCH="${KVLAB_PCH:-ON}"
 # The Hugging Face hook's tests need torch + transformers from PyPI (2.6 GB, ~2 min once);
 # KVLAB_SKIP_HF=1 skips them, and so does a machine without PyPI (ctest then reports "skipped").
 if [ "${KVLAB_SKIP_HF:-0}" != 1 ]; then
