@@ -1,7 +1,8 @@
 """Wall time of kvlab.hf.score on the reference model (issue 14's HF-path goal: the 7 presets,
 i.e. the fp16 reference and kvlab ppl's 6 default methods, over 2048 held-out tokens), split into
-the method's quantization (Method.decode_final, core's C++ on the CPU), the rest of kvlab's
-attention, and the model's own layers; plus the model's plain sdpa forward for scale.
+the method's quantization (Method.decode_final: core's rule, its round trips on the GPU kernels
+for a CUDA model and a CUDA build, else on the CPU), the rest of kvlab's attention, and the
+model's own layers; plus the model's plain sdpa forward for scale.
 
     PYTHONPATH=build/bindings/python .venv-hf/bin/python benchmarks/hf_score_time.py [--device cuda] [--reps 3]
 """
@@ -80,7 +81,7 @@ def main():
     med = [statistics.median(r[i] for r in rows) for i in range(4)]
     print(f"plain sdpa forward: median {statistics.median(plain):.4f} s ({', '.join(f'{x:.4f}' for x in plain)})")
     print(f"kvlab.hf.score, 7 forwards (fp16 reference + {len(METHODS)} methods), {a.reps} runs: "
-          f"{', '.join(f'{r[0]:.2f}' for r in rows)} s; median {med[0]:.2f} s = quantization (decode_final, CPU) "
+          f"{', '.join(f'{r[0]:.2f}' for r in rows)} s; median {med[0]:.2f} s = quantization (decode_final) "
           f"{med[1]:.2f} + kvlab attention without it {med[2]:.2f} + model layers and metrics {med[3]:.2f}")
     for r in res:
         print(f"  {r['name']:16} ppl {r['ppl']:.4f}  delta {r['delta_ppl']:+.4f}  kl_mean {r['kl_mean']:.3e}")

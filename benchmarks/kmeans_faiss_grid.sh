@@ -6,6 +6,7 @@
 # appended to LOG whole, so a run cut short still leaves every finished job's table.
 # KVLAB_GRID_BASE=BINARY: each job then also runs that kvlab_bench_kmeans_faiss (an older build)
 # on its cases and cores, kvlab only: an A/B of two builds under the same conditions.
+# KVLAB_GRID_THREADS="2": only the jobs of these thread counts (default "2 1": all).
 # Usage: benchmarks/kmeans_faiss_grid.sh LOG [--build DIR] [--repeats N]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,6 +23,7 @@ Q=$(mktemp -u); mkfifo "$Q"; exec 3<>"$Q"; rm -f "$Q"  # finished jobs hand thei
 free=("${CORES[@]}")
 for job in "${JOBS[@]}"; do
   t=${job%%:*} cases=${job#*:}
+  [[ " ${KVLAB_GRID_THREADS:-2 1} " == *" $t "* ]] || continue
   while [ ${#free[@]} -lt "$t" ]; do read -r -u 3 line; read -r -a back <<<"$line"; free+=("${back[@]}"); done
   mine=("${free[@]:0:t}"); free=("${free[@]:t}")
   (

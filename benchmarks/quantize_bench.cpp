@@ -1,11 +1,21 @@
 // quantize+pack and dequantize throughput of each preset's key and value quantizers on a
 // (32, 32768, 128) fp16 tensor, on 1 and 2 threads. Reported: bytes/s of fp16 input
 // (quantize) or of fp16-equivalent elements decoded to fp32 (dequantize).
+// KVLAB_BENCH_INPUT=<file.npy>: quantize that float16 array (of this shape) instead of the
+// generated one; benchmarks/python_quantize.py passes its input so both sides read the same values
+// (and generating 134M normals, ~2 s, is not repeated per process).
+// Min time: 1 s unless --benchmark_min_time is given (a per-benchmark MinTime would override it).
 #include <benchmark/benchmark.h>
 #include <sys/resource.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+
 #include "gaussian_halves.h"
 #include "kvlab/method.h"
+#include "kvlab/npy.h"
 #include "kvlab/quantizer.h"
 #include "kvlab/threads.h"
 
@@ -13,8 +23,22 @@ namespace {
 
 const std::vector<int64_t> kShape = {32, 32768, 128};
 
+std::vector<uint16_t> read_input(const char* path) {
+  const kvlab::NpyArray a = kvlab::read_npy(path);
+  if (a.descr != "<f2" || a.shape != kShape)
+    throw std::invalid_argument(std::string("KVLAB_BENCH_INPUT '") + path + "': " + a.descr + " " +
+                                kvlab::shape_string(a.shape) + ", expected <f2 " +
+                                kvlab::shape_string(kShape));
+  std::vector<uint16_t> x(a.numel());
+  std::memcpy(x.data(), a.bytes.data(), a.bytes.size());
+  return x;
+}
+
 const std::vector<uint16_t>& input() {
-  static const std::vector<uint16_t> x = gaussian_halves(32ll * 32768 * 128);
+  static const std::vector<uint16_t> x = [] {
+    const char* path = std::getenv("KVLAB_BENCH_INPUT");
+    return path && *path ? read_input(path) : gaussian_halves(32ll * 32768 * 128);
+  }();
   return x;
 }
 
@@ -71,22 +95,33 @@ void register_all() {
           ->Arg(1)
           ->Arg(2)
           ->Unit(benchmark::kMillisecond)
-          ->UseRealTime()
-          ->MinTime(1.0);
+          ->UseRealTime();
       benchmark::RegisterBenchmark(("dequantize/" + name).c_str(), BM_Dequantize, p, key)
           ->Arg(1)
           ->Arg(2)
           ->Unit(benchmark::kMillisecond)
-          ->UseRealTime()
-          ->MinTime(1.0);
+          ->UseRealTime();
     }
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (const char* path = std::getenv("KVLAB_BENCH_INPUT"); path && *path) try {  // a bad file: its message
+      input();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "kvlab_bench_quantize: %s\n", e.what());
+      return 1;
+    }
   register_all();
-  benchmark::Initialize(&argc, argv);
+  std::vector<char*> args(argv, argv + argc);
+  bool min_time = false;
+  for (char* a : args) min_time |= std::strncmp(a, "--benchmark_min_time", 20) == 0;
+  char default_min_time[] = "--benchmark_min_time=1";
+  if (!min_time) args.insert(args.begin() + 1, default_min_time);
+  int n = (int)args.size();
+  args.push_back(nullptr);
+  benchmark::Initialize(&n, args.data());
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

@@ -1,5 +1,5 @@
-// kvlab vq train [DUMP] --spec CQ-4c8b [--role k|v|kv] [--iters 20] [--init kmeans++] [--seed 0]
-//                [--layers a-b] [--device cpu|cuda] --out CB.h5
+// kvlab vq train [DUMP | synthetic:PRESET[:tokens=N]] --spec CQ-4c8b [--role k|v|kv] [--iters 20]
+//                [--init kmeans++] [--seed 0] [--layers a-b] [--device cpu|cuda] --out CB.h5
 // kvlab vq reorder CB.h5 [--dump DUMP] --reg-bytes N --smem-bytes M [--device cpu|cuda] [--out CB2.h5]
 // Under mpirun/srun, train spreads its (role, layer, KV head) units over the ranks (docs/SCALING.md).
 // --device cuda: the GPU k-means (gpu/src/kmeans.cu) from the CPU's starts, and the GPU's codes
@@ -11,11 +11,13 @@
 #include "cli_options.h"
 #include "common.h"
 #include "dist_studies.h"
+#include "dump_source.h"
 #include "kvlab/codebook_file.h"
 #include "kvlab/dist.h"
 #include "kvlab/dump.h"
 #include "kvlab/path_checks.h"
 #include "kvlab/selection.h"
+#include "kvlab/threads.h"
 #include "kvlab/vq.h"
 #include "kvlab/vq_reorder.h"
 #include "kvlab/wire.h"
@@ -55,13 +57,21 @@ void check_device(const std::string& device) {
 // One stage's problems (all of one shape) on the GPU, from the CPU's starting centroids.
 std::vector<KMeansResult> gpu_kmeans_batch(const std::vector<KMeansProblem>& probs, const KMeansParams& p) {
   const gpu::KMeansShape s{(int64_t)probs.size(), probs[0].n, probs[0].d, p.k};
-  std::vector<float> x, c;
-  for (const auto& q : probs) {
+  for (const auto& q : probs)
     if (q.n != s.n || q.d != s.d || q.weights)
       throw std::invalid_argument("--device cuda: problems differ in shape");
-    x.insert(x.end(), q.x, q.x + q.n * q.d);
-    const auto c0 = q.init ? std::vector<float>(q.init, q.init + p.k * q.d) : kmeans_start(q.x, q.n, q.d, p);
-    c.insert(c.end(), c0.begin(), c0.end());
+  std::vector<float> x(s.problems * s.n * s.d), c(s.problems * s.k * s.d);
+  // The CPU's starts (k-means++ by default), one problem per thread: a start does not depend on
+  // the thread count (kmeans.h), and a layer's hundreds of problems keep every core busy.
+  KMeansParams one = p;
+  one.threads = 1;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(resolve_threads(p.threads))
+  for (int64_t i = 0; i < s.problems; ++i) {
+    const auto& q = probs[i];
+    std::copy(q.x, q.x + s.n * s.d, &x[i * s.n * s.d]);
+    const auto c0 =
+        q.init ? std::vector<float>(q.init, q.init + p.k * q.d) : kmeans_start(q.x, q.n, q.d, one);
+    std::copy(c0.begin(), c0.end(), &c[i * s.k * s.d]);
   }
   std::vector<int32_t> a(s.problems * s.n);
   gpu::kmeans_batch(x.data(), s, p.iters, c.data(), a.data());
@@ -112,8 +122,8 @@ void train(const TrainArgs& a) {
   check_device(a.device);
   const auto t0 = std::chrono::steady_clock::now();
   const std::string path = a.dump.empty() ? default_dump_path() : a.dump;
-  check_outputs_not_inputs({{"--out", a.out}}, {{"DUMP", path}});
-  auto reader = open_dump(path);
+  check_outputs_not_inputs({{"--out", a.out}}, dump_inputs(path));
+  auto reader = open_dump_source(path);  // a file, or synthetic:PRESET (the model-scale benchmark)
   const DumpInfo& info = reader->info();
   const VQSpec spec = parse_vq_spec(a.spec);
   check_vq_fits(spec, info.head_dim);
@@ -140,16 +150,24 @@ void train(const TrainArgs& a) {
              std::to_string(a.iters) + " --init " + a.init + " --seed " + std::to_string(a.seed);
   const int64_t T = info.tokens, D = info.head_dim, H = info.num_kv_heads, L = f.num_layers;
   // One unit per (role, layer, KV head), in file order; codebooks per head are independent.
-  const auto train_head = [&](const float* xh) {
-    HeadBooks hb;
+  KMeansBatchFn trainer = kmeans_batch;
 #ifdef KVLAB_HAVE_GPU_KMEANS
-    const VQCodebooks cb =
-        a.device == "cuda" ? vq_train(xh, T, D, spec, p, gpu_kmeans_batch) : vq_train(xh, T, D, spec, p);
-#else
-    const VQCodebooks cb = vq_train(xh, T, D, spec, p);
+  if (a.device == "cuda") trainer = gpu_kmeans_batch;
 #endif
+  double train_s = 0;  // in vq_train_heads: starts, k-means, residuals
+  // Codebooks of several heads, every group of a stage in one batch (a whole layer on the GPU),
+  // and each head's codes of its tokens (vq_encode's, from the training's final assignments).
+  std::vector<std::vector<uint8_t>> codes;
+  const auto train_heads = [&](const std::vector<const float*>& xs) {
+    const auto t = std::chrono::steady_clock::now();
+    auto cbs = vq_train_heads(xs, T, D, spec, p, trainer, &codes);
+    train_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+    return cbs;
+  };
+  const auto score_head = [&](const VQCodebooks& cb, const std::vector<uint8_t>& code, const float* xh) {
+    HeadBooks hb;
     hb.books = cb.data;
-    const auto xhat = vq_decode(cb, vq_encode(cb, xh, T, a.threads).data(), T);
+    const auto xhat = vq_decode(cb, code.data(), T);
     for (int64_t i = 0; i < T * D; ++i) {
       hb.sq += (double)(xh[i] - xhat[i]) * (xh[i] - xhat[i]);
       hb.ref += (double)xh[i] * xh[i];
@@ -163,7 +181,11 @@ void train(const TrainArgs& a) {
   if (w.size == 1) {
     for (int64_t u = 0; u < units; u += H) {  // a whole layer at a time
       const Tensor x = reader->read(lr.first + u / H % L, roles[u / (L * H)]);
-      for (int64_t h = 0; h < H; ++h) done[u + h] = train_head(&x.data[h * T * D]);
+      std::vector<const float*> xs(H);
+      for (int64_t h = 0; h < H; ++h) xs[h] = &x.data[h * T * D];
+      const auto cbs = train_heads(xs);
+#pragma omp parallel for schedule(static) num_threads(resolve_threads(a.threads))
+      for (int64_t h = 0; h < H; ++h) done[u + h] = score_head(cbs[h], codes[h], xs[h]);
     }
   } else {
     const auto [first, last] = dist::unit_block(units, w.rank, w.size);
@@ -172,7 +194,7 @@ void train(const TrainArgs& a) {
     put_plan(out, shape, units);
     for (int64_t u = first; u < last; ++u) {
       const Tensor x = reader->read_head(lr.first + u / H % L, roles[u / (L * H)], u % H);
-      const HeadBooks hb = train_head(x.data.data());
+      const HeadBooks hb = score_head(train_heads({x.data.data()})[0], codes[0], x.data.data());
       out.put(u);
       out.put_vector(hb.books);
       out.put(hb.sq);
@@ -209,10 +231,13 @@ void train(const TrainArgs& a) {
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf(
       "%s: %s, roles %s, layers %lld-%lld, %lld kv heads, %lld groups x %d stage(s) of %lld entries: "
-      "relative squared error %.6g, %.4f code bits/element (%.4f with codebooks), %.2f s -> %s\n",
+      "relative squared error %.6g, %.4f code bits/element (%.4f with codebooks), %.2f s (training %.2f s) "
+      "-> "
+      "%s\n",
       path.c_str(), f.spec.c_str(), a.role.c_str(), (long long)lr.first, (long long)lr.last,
       (long long)f.num_kv_heads, (long long)f.groups(), spec.stages, (long long)spec.entries(),
-      ref > 0 ? sq / ref : 0.0, vq_code_bits(spec), vq_bits_per_element(spec, T, D), secs, a.out.c_str());
+      ref > 0 ? sq / ref : 0.0, vq_code_bits(spec), vq_bits_per_element(spec, T, D), secs, train_s,
+      a.out.c_str());
 }
 
 struct ReorderArgs {
@@ -293,7 +318,8 @@ static void add_vq(CLI::App& app) {
   auto t = std::make_shared<TrainArgs>();
   auto* c =
       vq->add_subcommand("train", "Train one codebook per (layer, KV head, role, channel group, stage)");
-  add_dump_arg(c, t->dump, "KV dump (default: the shipped stories260K dump)");
+  add_dump_arg(c, t->dump,
+               "KV dump, or synthetic:PRESET[:tokens=N,layers=N,seed=N] (default: the shipped dump)");
   c->add_option("--spec", t->spec, "CQ-<c>c<b>b or VQ<v,b,r>")->capture_default_str();
   c->add_option("--role", t->role, "k, v or kv")->capture_default_str();
   c->add_option("--iters", t->iters, "k-means iterations")->check(int_range(0))->capture_default_str();

@@ -14,9 +14,16 @@ logit KL, across methods and across (method, layer) pairs. Only the CLI and nump
     /usr/bin/python3 scripts/study_tensor_vs_model.py --out-dir study
 
 Writes study.json (everything), study_methods.csv, study_layers.csv and study_scatter.svg.
+
+The model level can come from the Hugging Face path on a GPU instead (kvlab.hf, which reproduces
+kvlab ppl within test_hf_sim's bounds): `--tensor-only` stops after the tensor level and keeps it
+in tensor.json (with the windows' and the calibration book's token ids, and the k_pre_rope
+digest of its dump); scripts/study_model_hf.py computes the model level from that file on the
+GPU machine; `--model-json` then reads its output in place of kvlab ppl.
 """
 import argparse
 import csv
+import hashlib
 import json
 import math
 import os
@@ -110,6 +117,17 @@ def train_dump(cli, model_dir, corpus, book, n, work):
     return dump(cli, model_dir, tokenize(cli, model_dir, work / "train.txt", work)[:n], work / "train.h5")
 
 
+def k_pre_rope_digest(path):
+    """sha256 over every layer's k_pre_rope (what kvquant's levels learn from), so a dump remade
+    elsewhere from the same token ids can be checked to hold the same values."""
+    import h5py
+    h = hashlib.sha256()
+    with h5py.File(path, "r") as f:
+        for name in sorted(f["layers"], key=int):
+            h.update(np.ascontiguousarray(f["layers"][name]["k_pre_rope"][...], dtype="<f4").tobytes())
+    return h.hexdigest()
+
+
 def ppl(cli, model_dir, ids, window, windows, methods, threads, layers=None):
     """kvlab ppl's JSON for `methods` over the first `windows` windows of the ids file; greedy
     generation is not used here, so it is cut to one token."""
@@ -163,7 +181,8 @@ def write_atomic(path, text):
     tmp.replace(path)
 
 
-def main():
+def parser():
+    """The study's options (scripts/study_model_hf.py adds its own to the same)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default=str(REPO / "data" / "kvlab-ref-18m"))
     ap.add_argument("--cli", default=str(REPO / "build" / "experiments" / "kvlab"))
@@ -172,6 +191,8 @@ def main():
                          "('': neither)")
     ap.add_argument("--calib-book", default="classics__alice_in_wonderland", help="a training book of the model")
     ap.add_argument("--calib-tokens", type=int, default=2048, help="tokens of it (<s> included) to learn from")
+    ap.add_argument("--train-ids", help="the calibration tokens as ids (a file), in place of the corpus")
+    ap.add_argument("--codebook", help="a VQ codebook trained on those tokens, in place of training one")
     ap.add_argument("--vq-spec", default="CQ-4c8b")
     ap.add_argument("--kvquant-bits", default="2,3,4", help="kvquant:bits=B,calib=dump:<the book> for each B")
     ap.add_argument("--windows", type=int, default=8)
@@ -181,45 +202,72 @@ def main():
     ap.add_argument("--methods", default=",".join(METHODS))
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out-dir", required=True)
-    a = ap.parse_args()
+    return ap
+
+
+def setup(a, work):
+    """The calibration (a dump of the training book's first tokens, the VQ codebook) and the
+    held-out windows. Returns (methods, label: spec -> name, layer_methods, windows, train dump)."""
     out = Path(a.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    t_start = time.time()
-    info = json.loads((Path(a.model) / "train_info.json").read_text())
     methods = method_list(a.methods)
     label = {m: m for m in methods}
     kvquant_alias = {}  # kvquant-B in --layer-methods: the study's kvquant with levels from the book
-    with tempfile.TemporaryDirectory(prefix="kvlab_study_") as tmp:
-        work = Path(tmp)
-        if a.corpus:
+    train = None
+    if a.corpus or a.train_ids:
+        t = time.time()
+        if a.train_ids:
+            ids = [int(x) for x in Path(a.train_ids).read_text().replace(",", " ").split()]
+            train = dump(a.cli, a.model, ids, work / "train.h5")
+        else:
+            info = json.loads((Path(a.model) / "train_info.json").read_text())
             if a.calib_book not in info["split"]["train"]:
                 sys.exit(f"--calib-book {a.calib_book}: not a training book of {a.model} (train_info.json split.train)")
-            t = time.time()
             train = train_dump(a.cli, a.model, a.corpus, a.calib_book, a.calib_tokens, work)
-            cb = out / f"vq_{a.vq_spec}.h5"
+        cb = Path(a.codebook) if a.codebook else out / f"vq_{a.vq_spec}.h5"
+        if not a.codebook:
             kvlab_cli(a.cli, "vq", "train", train, "--spec", a.vq_spec, "--out", cb)
-            label[f"vq:codebooks={cb}"] = f"vq {a.vq_spec}"
-            for b in filter(None, a.kvquant_bits.split(",")):
-                spec = f"kvquant:bits={b},calib=dump:{train}"
-                label[spec] = f"kvquant-{b} (levels: {a.calib_book})"
-                kvquant_alias[f"kvquant-{b}"] = spec
-            methods = list(label)
-            print(f"calibration: {a.calib_tokens} tokens of {a.calib_book}, codebook {a.vq_spec}: "
-                  f"{time.time() - t:.0f} s", file=sys.stderr)
-        body = tokenize(a.cli, a.model, Path(a.model) / "heldout.txt", work)[1:]
-        per = a.tokens - 1
-        n_win = min(a.windows, len(body) // per)
-        if n_win < a.windows:
-            print(f"heldout.txt holds {len(body)} tokens: {n_win} windows of {a.tokens}, not {a.windows}",
-                  file=sys.stderr)
-        bos = 1
-        windows = [[bos] + body[w * per:(w + 1) * per] for w in range(n_win)]
+        label[f"vq:codebooks={cb}"] = f"vq {a.vq_spec}"
+        for b in filter(None, a.kvquant_bits.split(",")):
+            spec = f"kvquant:bits={b},calib=dump:{train}"
+            label[spec] = f"kvquant-{b} (levels: {a.calib_book})"
+            kvquant_alias[f"kvquant-{b}"] = spec
+        methods = list(label)
+        print(f"calibration: {a.calib_tokens} tokens of {a.calib_book}, codebook {a.vq_spec}: "
+              f"{time.time() - t:.0f} s", file=sys.stderr)
+    body = tokenize(a.cli, a.model, Path(a.model) / "heldout.txt", work)[1:]
+    per = a.tokens - 1
+    n_win = min(a.windows, len(body) // per)
+    if n_win < a.windows:
+        print(f"heldout.txt holds {len(body)} tokens: {n_win} windows of {a.tokens}, not {a.windows}",
+              file=sys.stderr)
+    bos = 1
+    windows = [[bos] + body[w * per:(w + 1) * per] for w in range(n_win)]
+    layer_methods = [kvquant_alias.get(m, m) for m in method_list(a.layer_methods)]
+    missing = [m for m in layer_methods if m not in methods]
+    if missing:
+        sys.exit(f"--layer-methods {','.join(missing)}: not among the study's methods")
+    return methods, label, layer_methods, windows, train
+
+
+def main():
+    ap = parser()
+    ap.add_argument("--tensor-only", action="store_true",
+                    help="stop after the tensor level, kept in OUT/tensor.json for --model-json")
+    ap.add_argument("--model-json", help="the model level from scripts/study_model_hf.py (not kvlab ppl): its "
+                                         "output, or several (comma-separated) whose windows (--from-window) and "
+                                         "layers add up; the tensor level from OUT/tensor.json")
+    a = ap.parse_args()
+    out = Path(a.out_dir)
+    if a.model_json:
+        return from_model_json(a)
+    out.mkdir(parents=True, exist_ok=True)
+    t_start = time.time()
+    with tempfile.TemporaryDirectory(prefix="kvlab_study_") as tmp:
+        work = Path(tmp)
+        methods, label, layer_methods, windows, train = setup(a, work)
+        n_win = len(windows)
         # per window: the tensor metrics (a dump and kvlab eval) and the model damage (kvlab ppl on
         # that window); the results so far are written after each, so a cut run keeps them
-        layer_methods = [kvquant_alias.get(m, m) for m in method_list(a.layer_methods)]
-        missing = [m for m in layer_methods if m not in methods]
-        if missing:
-            sys.exit(f"--layer-methods {','.join(missing)}: not among the study's methods")
         rows, layer_rows, evals = [], [], []
         for w, toks in enumerate(windows):
             t = time.time()
@@ -230,6 +278,10 @@ def main():
             evals.append(e)
             d.unlink()
             t_tensor = time.time() - t
+            if a.tensor_only:
+                write_tensor(a, out, windows, evals, label, layer_methods, train, t_start)
+                print(f"window {w + 1}/{n_win}: tensor {t_tensor:.0f} s", file=sys.stderr)
+                continue
             p = ppl(a.cli, a.model, write_ids(toks, work / "w.ids"), a.tokens, 1, methods, a.threads)
             for i, m in enumerate(methods):
                 s = p["methods"][i + 1]  # fp16, the reference, comes first
@@ -242,6 +294,8 @@ def main():
                              **{k: e[m][k] for k in TENSOR}})
             print(f"window {w + 1}/{n_win}: tensor {t_tensor:.0f} s, all {time.time() - t:.0f} s", file=sys.stderr)
             write_results(a, out, rows, layer_rows, w + 1, t_start, label)
+        if a.tensor_only:
+            return
         # per layer: each of --layer-methods on one layer alone, over the first --layer-windows
         lw = min(a.layer_windows, n_win)
         ids = write_ids([t for w in windows[:lw] for t in w], work / "layer_windows.ids")
@@ -259,7 +313,67 @@ def main():
             write_results(a, out, rows, layer_rows, n_win, t_start, label)
 
 
-def write_results(a, out, rows, layer_rows, n_win, t_start, label):
+def write_tensor(a, out, windows, evals, label, layer_methods, train, t_start):
+    """tensor.json: the tensor level so far (per window, per method by its label) with what the
+    model level must match: the windows' token ids and the calibration dump's k_pre_rope digest."""
+    result = {"model": a.model, "tokens": a.tokens, "windows": windows, "command": " ".join(sys.argv),
+              "methods": [label[m] for m in label], "layer_methods": [label[m] for m in layer_methods],
+              "layer_windows": min(a.layer_windows, len(windows)),
+              "train_k_pre_rope_sha256": k_pre_rope_digest(train) if train else None,
+              "evals": [{label[m]: e[m] for m in label} for e in evals], "wall_s": time.time() - t_start,
+              "threads": a.threads, "calibration": {"book": a.calib_book, "tokens": a.calib_tokens}}
+    write_atomic(out / "tensor.json", json.dumps(result) + "\n")
+
+
+def from_model_json(a):
+    """The study from tensor.json (this script's --tensor-only) and the model level of
+    scripts/study_model_hf.py, which must have run on the same windows and calibration dump."""
+    out = Path(a.out_dir)
+    tensor = json.loads((out / "tensor.json").read_text())
+    model = None
+    for path in a.model_json.split(","):  # runs that cover other windows (from_window) add up
+        part = json.loads(Path(path).read_text())
+        if model is None:
+            model = part
+            continue
+        if part.get("from_window", 0) != len(model["windows"]):
+            sys.exit(f"{path}: starts at window {part.get('from_window', 0)}, the runs before end at "
+                     f"{len(model['windows'])}")
+        for k in ("windows", "window_ids", "layers"):
+            model[k] += part[k]
+        model["layer_windows"] = max(model["layer_windows"], part["layer_windows"]) if part["layers"] else model["layer_windows"]
+        model["command"] += " ; " + part["command"]
+        model["wall_s"] += part["wall_s"]
+        model["cut"] = part["cut"]
+    if model["window_ids"] != tensor["windows"][:len(model["window_ids"])]:
+        sys.exit(f"{a.model_json}: its windows' token ids are not tensor.json's")
+    if model["train_k_pre_rope_sha256"] != tensor["train_k_pre_rope_sha256"]:
+        sys.exit(f"{a.model_json}: its calibration dump's k_pre_rope differs from tensor.json's")
+    n_win = min(len(tensor["evals"]), len(model["windows"]))
+    rows, layer_rows = [], []
+    for w in range(n_win):
+        e, p = tensor["evals"][w], model["windows"][w]
+        for m in tensor["methods"]:
+            s = p[m]
+            # the spec as the first window has it (the calibration dump's path differs between runs)
+            rows.append({"window": w, "method": m, "spec": model["windows"][0][m]["spec"],
+                         "bits_per_element": s["bits_per_element"],
+                         "ppl": s["ppl"], "ref_ppl": s["ref_ppl"],
+                         **{k: s[k] for k in ("delta_ppl", "kl_mean", "kl_max", "top1_agreement")},
+                         **{k: e[m][k] for k in TENSOR}})
+    for r in model["layers"]:
+        if r["window"] < n_win:
+            e = tensor["evals"][r["window"]][r["method"]]["layers"][r["layer"]]
+            layer_rows.append({**{k: r[k] for k in ("window", "method", "layer", "delta_ppl", "kl_mean")},
+                               **{x: e[x] for x in TENSOR}})
+    a.layer_windows = model["layer_windows"]
+    a.calib_book, a.calib_tokens = tensor["calibration"]["book"], tensor["calibration"]["tokens"]
+    a.tokens, a.threads = tensor["tokens"], tensor["threads"]
+    write_results(a, out, rows, layer_rows, n_win, time.time() - tensor["wall_s"],
+                  {m: m for m in tensor["methods"]}, source=model)
+
+
+def write_results(a, out, rows, layer_rows, n_win, t_start, label, source=None):
     """study.json, the CSVs and the scatter plot from the rows so far."""
     def mean_by(rs, keys, fields):
         groups = {}
@@ -284,7 +398,9 @@ def write_results(a, out, rows, layer_rows, n_win, t_start, label):
     result = {"model": a.model, "windows": n_win, "tokens": a.tokens, "layer_windows": min(a.layer_windows, n_win),
               "methods": per_method, "layers": per_layer, "spearman": corr, "per_window": rows,
               "per_window_layers": layer_rows, "wall_s": wall, "command": " ".join(sys.argv),
-              "threads": a.threads, "calibration": {"book": a.calib_book, "tokens": a.calib_tokens}}
+              "threads": a.threads, "calibration": {"book": a.calib_book, "tokens": a.calib_tokens},
+              "model_level": "kvlab ppl" if source is None else {k: source[k] for k in ("command", "device", "wall_s",
+                                                                                            "cut")}}
     write_atomic(out / "study.json", json.dumps(result, indent=1) + "\n")
     for name, rs in (("study_methods.csv", per_method), ("study_layers.csv", per_layer)):
         if rs:

@@ -8,9 +8,11 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "kvlab/codec.h"
 #include "kvlab/evaluate.h"
 #include "kvlab/tensor.h"
 
@@ -69,6 +71,11 @@ class LongCall {
  private:
   py::object progress_;
 };
+
+// Where a method's quantize -> dequantize runs (kvlab/codec.h): null (core, on the CPU) for
+// device < 0, else the GPU kernels on that CUDA device (one codec per device, kept). Builds
+// without CUDA throw std::invalid_argument naming `device`.
+std::shared_ptr<const Codec> device_codec(int device);
 
 // Registered by the module: kvlab.FileError (OSError) and friends; C++ exceptions map to them.
 void register_errors(py::module_& m);

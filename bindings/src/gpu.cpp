@@ -1,6 +1,7 @@
 // CUDA tensors through the GPU kernels (builds with CUDA): kvlab._kvlab.gpu_quantize takes a
 // device pointer and gives the same Quantized, byte for byte, as the CPU path. has_gpu says
-// whether this build has it; kvlab/_gpu.py checks the tensor first.
+// whether this build has it; kvlab/_gpu.py checks the tensor first. device_codec: the methods'
+// quantize -> dequantize through the same kernels (Method.decode_final(device=...), kvlab.hf).
 #include <memory>
 
 #include "common.h"
@@ -8,10 +9,29 @@
 #if defined(KVLAB_PY_GPU)
 #include <cuda_runtime.h>
 
+#include <map>
+#include <mutex>
+
+#include "kvlab_eval_gpu/codec_gpu.h"
 #include "kvlab_gpu/gpu.h"
 #endif
 
 namespace kvlab::bind {
+
+std::shared_ptr<const Codec> device_codec(int device) {
+  if (device < 0) return nullptr;
+#if defined(KVLAB_PY_GPU)
+  static std::mutex mu;
+  static std::map<int, std::shared_ptr<const Codec>> codecs;
+  const std::lock_guard<std::mutex> lock(mu);
+  std::shared_ptr<const Codec>& c = codecs[device];
+  if (!c) c = cuda_codec(device);
+  return c;
+#else
+  throw std::invalid_argument("device=" + std::to_string(device) +
+                              ": this kvlab build has no GPU path (built without CUDA); pass device=None");
+#endif
+}
 
 void bind_gpu(py::module_& m) {
 #if defined(KVLAB_PY_GPU)

@@ -20,6 +20,18 @@ struct PyMethod {
   MethodPtr p;
 };
 
+// One head's context; pre-RoPE keys (kvquant), when given, are read in place through `pre`.
+HeadContext head_context(int64_t layer, int64_t kv_head, const py::handle& k_pre_rope,
+                         const std::string& rope_style, double rope_theta, InputArray& pre) {
+  HeadContext at{layer, kv_head};
+  if (k_pre_rope.is_none()) return at;
+  pre = input_array(k_pre_rope, "k_pre_rope");
+  at.k_pre_rope = pre.view;
+  at.rope_style = parse_enum<RopeStyle>(rope_style, "rope_style");
+  at.rope_theta = (float)rope_theta;
+  return at;
+}
+
 }  // namespace
 
 void bind_methods(py::module_& m) {
@@ -101,6 +113,14 @@ void bind_methods(py::module_& m) {
           py::arg("num_layers"), py::arg("num_kv_heads"), py::arg("head_dim"))
       // Decoding (kvlab/decode_view.h): the streaming rule the simulations in kvlab ppl and kvlab.hf share.
       .def("check_decodable", [](const PyMethod& x) { check_decodable(*x.p); })
+      .def_property_readonly("needs_k_pre_rope", [](const PyMethod& x) { return x.p->needs_k_pre_rope(); })
+      .def(
+          "head_method",
+          [](const PyMethod& x, int64_t layer, int64_t kv_head) {
+            // the method serving (layer, kv_head), sharing ownership with the whole (a plan)
+            return PyMethod{MethodPtr(x.p, &head_method(*x.p, layer, kv_head))};
+          },
+          py::arg("layer"), py::arg("kv_head"))
       .def(
           "decode_schedules",
           [](const PyMethod& x, int64_t tokens) {
@@ -116,28 +136,40 @@ void bind_methods(py::module_& m) {
           py::arg("tokens"))
       .def(
           "decode_final",
-          [](const PyMethod& x, py::handle k, py::handle v, int64_t layer, int64_t kv_head) {
+          [](const PyMethod& x, py::handle k, py::handle v, int64_t layer, int64_t kv_head,
+             py::handle k_pre_rope, const std::string& rope_style, double rope_theta, int device) {
             InputArray ki = input_array(k, "k"), vi = input_array(v, "v");
+            InputArray pi;
+            HeadContext at = head_context(layer, kv_head, k_pre_rope, rope_style, rope_theta, pi);
+            const std::shared_ptr<const Codec> codec = device_codec(device);
+            at.codec = codec.get();
             Reconstruction r;
             {
               py::gil_scoped_release release;
-              r = decode_final(*x.p, ki.view, vi.view, {layer, kv_head});
+              r = decode_final(*x.p, ki.view, vi.view, at);
             }
             return py::make_tuple(tensor_array(std::move(r.k)), tensor_array(std::move(r.v)));
           },
-          py::arg("k"), py::arg("v"), py::arg("layer") = 0, py::arg("kv_head") = 0)
+          py::arg("k"), py::arg("v"), py::arg("layer") = 0, py::arg("kv_head") = 0,
+          py::arg("k_pre_rope") = py::none(), py::arg("rope_style") = "none", py::arg("rope_theta") = 10000.0,
+          py::arg("device") = -1)
       .def(
           "decode_view",
-          [](const PyMethod& x, py::handle k, py::handle v, int64_t t, int64_t layer, int64_t kv_head) {
+          [](const PyMethod& x, py::handle k, py::handle v, int64_t t, int64_t layer, int64_t kv_head,
+             py::handle k_pre_rope, const std::string& rope_style, double rope_theta) {
             InputArray ki = input_array(k, "k"), vi = input_array(v, "v");
+            InputArray pi;
+            const HeadContext at = head_context(layer, kv_head, k_pre_rope, rope_style, rope_theta, pi);
             Reconstruction r;
             {
               py::gil_scoped_release release;
-              r = decode_view(*x.p, ki.view, vi.view, t, {layer, kv_head});
+              r = decode_view(*x.p, ki.view, vi.view, t, at);
             }
             return py::make_tuple(tensor_array(std::move(r.k)), tensor_array(std::move(r.v)));
           },
-          py::arg("k"), py::arg("v"), py::arg("t"), py::arg("layer") = 0, py::arg("kv_head") = 0);
+          py::arg("k"), py::arg("v"), py::arg("t"), py::arg("layer") = 0, py::arg("kv_head") = 0,
+          py::arg("k_pre_rope") = py::none(), py::arg("rope_style") = "none",
+          py::arg("rope_theta") = 10000.0);
 }
 
 }  // namespace kvlab::bind

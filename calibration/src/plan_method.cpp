@@ -48,8 +48,18 @@ class HeadsMethod final : public Method {
       if (m->needs_k_pre_rope()) return true;
     return false;
   }
+  // Decoding: each KV head streams by its own method's rule (docs/FORMATS.md section 12).
+  std::vector<const Method*> per_head() const override {
+    std::vector<const Method*> out;
+    for (const MethodPtr& m : heads_) out.push_back(m.get());
+    return out;
+  }
+  Schedule decode_schedule(int64_t) const override {
+    throw std::invalid_argument(spec_ +
+                                " decodes each KV head by its own method's rule: ask kvlab::head_method "
+                                "for the head");
+  }
 
-  // The range every method of `ms` quantizes.
   // The mean bits of methods that each hold the same number of elements (heads, or layers).
   static Bits mean_bits(const std::vector<MethodPtr>& ms, int64_t T, int64_t D) {
     Bits b;
@@ -60,6 +70,7 @@ class HeadsMethod final : public Method {
     }
     return b;
   }
+  // The range every method of `ms` quantizes.
   template <class F>
   static Schedule intersect(const std::vector<MethodPtr>& ms, F schedule_of) {
     Schedule s = schedule_of(*ms[0]);
@@ -136,11 +147,12 @@ class PlanMethod final : public Method {
     for (const MethodPtr& m : methods_) out.push_back(m.get());
     return out;
   }
-  // No one rule serves every layer: callers ask layer_method(plan, layer) (kvlab/decode_view.h).
+  // No one rule serves every layer: callers ask head_method(plan, layer, kv_head) (kvlab/decode_view.h).
   Schedule decode_schedule(int64_t) const override {
-    throw std::invalid_argument("method '" + spec() +
-                                "' decodes each layer by its own method's rule: ask kvlab::layer_method for "
-                                "the layer");
+    throw std::invalid_argument(
+        "method '" + spec() +
+        "' decodes each layer (KV head) by its own method's rule: ask kvlab::head_method "
+        "for the layer and KV head");
   }
   bool needs_k_pre_rope() const override {
     for (const MethodPtr& m : methods_)

@@ -67,16 +67,30 @@ Reconstruction applied_prefix(const Method& m, const TensorView& k, const Tensor
   return {std::move(k16), std::move(v16)};
 }
 
+// The rule of one layer's method: its own, or each KV head's (a per-head plan's layer).
+void check_layer_decodable(const Method& m) {
+  const std::vector<const Method*> heads = m.per_head();
+  if (heads.empty()) {
+    (void)m.decode_schedule(1);
+    return;
+  }
+  for (size_t h = 0; h < heads.size(); ++h) try {
+      (void)heads[h]->decode_schedule(1);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument("KV head " + std::to_string(h) + ": " + e.what());
+    }
+}
+
 }  // namespace
 
 void check_decodable(const Method& m) {
   const std::vector<const Method*> layers = m.per_layer();
   if (layers.empty()) {
-    (void)m.decode_schedule(1);
+    check_layer_decodable(m);
     return;
   }
   for (size_t l = 0; l < layers.size(); ++l) try {
-      (void)layers[l]->decode_schedule(1);
+      check_layer_decodable(*layers[l]);
     } catch (const std::invalid_argument& e) {
       throw std::invalid_argument("method '" + m.spec() + "', layer " + std::to_string(l) + ": " + e.what());
     }
@@ -91,10 +105,21 @@ const Method& layer_method(const Method& m, int64_t layer) {
   return *layers[(size_t)layer];
 }
 
+const Method& head_method(const Method& m, int64_t layer, int64_t kv_head) {
+  const Method& l = layer_method(m, layer);
+  const std::vector<const Method*> heads = l.per_head();
+  if (heads.empty()) return l;
+  if (kv_head < 0 || kv_head >= (int64_t)heads.size())
+    throw std::invalid_argument("method '" + m.spec() + "', layer " + std::to_string(layer) +
+                                " has no KV head " + std::to_string(kv_head) + " (it holds " +
+                                std::to_string(heads.size()) + ")");
+  return *heads[(size_t)kv_head];
+}
+
 Reconstruction decode_view(const Method& whole, const TensorView& k, const TensorView& v, int64_t t,
                            const HeadContext& at) {
   check_step(k, v, t);
-  const Method& m = layer_method(whole, at.layer);
+  const Method& m = head_method(whole, at.layer, at.kv_head);
   const int64_t n = t + 1;
   const Schedule s = m.decode_schedule(n);
   const Reconstruction q = applied_prefix(m, k, v, m.decode_apply_tokens(n), n, at);
@@ -108,7 +133,7 @@ Reconstruction decode_view(const Method& whole, const TensorView& k, const Tenso
 Reconstruction decode_final(const Method& whole, const TensorView& k, const TensorView& v,
                             const HeadContext& at) {
   methods::check_inputs(k, v);
-  const Method& m = layer_method(whole, at.layer);
+  const Method& m = head_method(whole, at.layer, at.kv_head);
   const int64_t T = k.shape[k.shape.size() - 2];
   return applied_prefix(m, k, v, m.decode_apply_tokens(T), T, at);
 }

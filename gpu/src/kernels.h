@@ -30,6 +30,10 @@ enum class OutType { F32, F16, Codes };
 // Each returns the kernel path that ran ("regs", "tile", "two-pass", ...) for the tables.
 const char* quantize_channel(const DevFormat& f, const void* x, InType in, DevQuant q, cudaStream_t s,
                              const KernelConfig& cfg);
+// Long per-channel groups in one read (quant_channel_cluster.cu); nullptr where cfg or the
+// shape leaves them to the two-pass path. PRE: quantize_channel's register-tile conditions.
+const char* quantize_channel_cluster(const DevFormat& f, const void* x, InType in, DevQuant q, cudaStream_t s,
+                                     const KernelConfig& cfg);
 const char* quantize_token(const DevFormat& f, const void* x, InType in, DevQuant q, cudaStream_t s,
                            const KernelConfig& cfg);
 const char* quantize_boost(const DevFormat& f, const void* x, InType in, DevQuant q, cudaStream_t s,

@@ -2,7 +2,8 @@
 //   low plane (N, P, D, packed_bytes(Gp, bits)), high plane (N, P, k, packed_bytes(Gp, 2)),
 //   boost_index (N, P, D) uint8 (0xFF = not boosted), scale/zero (N, P, D)
 // Kernel paths, first that fits (the label each returns in brackets):
-//   quantize:   boost_quant_radix [radix] (2/4 bits, T and G multiples of 16, even D <= 256);
+//   quantize:   boost_quant_radix [radix-pairs; radix with KernelConfig::boost_pairs off] (2/4 bits,
+//               T and G multiples of 16, even D <= 256);
 //               boost_quant_page [page]
 //   dequantize: boost_dequant_regs [regs]; boost_dequant_page [page]
 // One block per page: the G x D tile is read once into shared memory; per channel, in token
@@ -148,10 +149,11 @@ __global__ void __launch_bounds__(256)
 // ---- Radix pages (BITS in {2, 4}, T % 16 == 0, G % 16 == 0, even D <= 256). One block of 256
 // threads per page:
 //  1. the raw page (fp16 stays 2 bytes) into shared memory, 16-byte loads, 8 in flight;
-//  2. statistics: one thread per channel, min/max (hardware or order keys) and the fp32 sum of
-//     |x| in token order, as the CPU reference. fabsf instead of hd.h's f_abs only differs on
-//     -0 (f_abs keeps -0), and the sum starts at +0 and so is never -0: +0 + -0 = +0 + +0 = +0,
-//     and s + (+-0) = s otherwise, so every partial sum is the same;
+//  2. statistics: one thread per channel (PAIRS: per two adjacent channels), min/max (hardware
+//     or order keys) and the fp32 sum of |x| in token order, as the CPU reference. fabsf
+//     instead of hd.h's f_abs only differs on -0 (f_abs keeps -0), and the sum starts at +0 and
+//     so is never -0: +0 + -0 = +0 + +0 = +0, and s + (+-0) = s otherwise, so every partial sum
+//     is the same;
 //  3. top-k by one warp: radix select of the k-th largest score on its bits (scores are >= +0,
 //     so unsigned order is float order, inf included), then ties at that score go to the lowest
 //     channels (ballot prefix in channel order), slots = boosted channels before c (ballots);
@@ -171,11 +173,13 @@ BoostRadixSmem boost_radix_smem(const DevFormat& f) {
   return b;
 }
 
-template <class In, int BITS>
+// DT: D as a compile-time constant (0: f.D), so the strided shared-memory reads of the
+// statistics and codes take immediate offsets instead of an address add per element.
+template <class In, int BITS, bool PAIRS, int DT>
 __global__ void __launch_bounds__(256) boost_quant_radix(const In* __restrict__ x, DevFormat f, DevQuant q,
                                                          int64_t tile_bytes, int mm, int allow_fast) {
   extern __shared__ __align__(16) uint8_t smem[];
-  const int D = (int)f.D, G = f.G, k = f.k;
+  const int D = DT ? DT : (int)f.D, G = f.G, k = f.k;
   const int64_t n = blockIdx.x / f.groups, pg = blockIdx.x % f.groups, t0 = pg * G, w = blockIdx.x;
   const int len = (int)f.page_tokens(pg);
   In* tile = reinterpret_cast<In*>(smem);
@@ -184,8 +188,65 @@ __global__ void __launch_bounds__(256) boost_quant_radix(const In* __restrict__ 
   int* slot = reinterpret_cast<int*>(score + D);               // D: slot or -1
   load_raw<In, 8>(tile, x + (n * f.T + t0) * D, len * D);
   __syncthreads();
-  // 2. statistics, thread = channel (token-order fp32 sum: one dependent chain per channel)
-  for (int c = threadIdx.x; c < D; c += blockDim.x) {
+  // 2. statistics, thread = channel (token-order fp32 sum: one dependent chain per channel);
+  // PAIRS: thread = two adjacent channels, one 4- or 8-byte load per token and, for fp16 with
+  // hardware min/max, HMNMX2 on the raw pair (two chains, each in token order).
+  if (PAIRS) {
+    for (int cp = threadIdx.x; cp < D / 2; cp += blockDim.x) {
+      float s0 = 0.0f, s1 = 0.0f, mn0 = INFINITY, mx0 = -INFINITY, mn1 = INFINITY, mx1 = -INFINITY;
+      int32_t kmn0 = ord_key(INFINITY), kmx0 = ord_key(-INFINITY), kmn1 = kmn0, kmx1 = kmx0;
+      __half2 hmn = __halves2half2(__ushort_as_half(0x7C00), __ushort_as_half(0x7C00));
+      __half2 hmx = __halves2half2(__ushort_as_half(0xFC00), __ushort_as_half(0xFC00));
+      const bool h2 = sizeof(In) == 2 && mm;
+#pragma unroll 8
+      for (int t = 0; t < len; ++t) {
+        float v0, v1;
+        if constexpr (sizeof(In) == 2) {
+          const uint32_t w = *reinterpret_cast<const uint32_t*>(tile + t * D + 2 * cp);
+          v0 = to_f((uint16_t)(w & 0xffffu));
+          v1 = to_f((uint16_t)(w >> 16));
+          if (h2) {
+            const __half2 h = *reinterpret_cast<const __half2*>(&w);
+            hmn = __hmin2(hmn, h);
+            hmx = __hmax2(hmx, h);
+          }
+        } else {
+          const float2 w = *reinterpret_cast<const float2*>(tile + t * D + 2 * cp);
+          v0 = w.x;
+          v1 = w.y;
+        }
+        s0 = __fadd_rn(s0, fabsf(v0));
+        s1 = __fadd_rn(s1, fabsf(v1));
+        if (!h2 && mm) {
+          mn0 = fminf(mn0, v0);
+          mx0 = fmaxf(mx0, v0);
+          mn1 = fminf(mn1, v1);
+          mx1 = fmaxf(mx1, v1);
+        } else if (!h2) {
+          kmn0 = min(kmn0, ord_key(v0));
+          kmx0 = max(kmx0, ord_key(v0));
+          kmn1 = min(kmn1, ord_key(v1));
+          kmx1 = max(kmx1, ord_key(v1));
+        }
+      }
+      if (h2) {
+        mn0 = __low2float(hmn);
+        mn1 = __high2float(hmn);
+        mx0 = __low2float(hmx);
+        mx1 = __high2float(hmx);
+      } else if (!mm) {
+        mn0 = key_float(kmn0);
+        mx0 = key_float(kmx0);
+        mn1 = key_float(kmn1);
+        mx1 = key_float(kmx1);
+      }
+      score[2 * cp] = s0;
+      score[2 * cp + 1] = s1;
+      sqp[2 * cp] = make_float4(mn0, mx0, 0.0f, 0.0f);
+      sqp[2 * cp + 1] = make_float4(mn1, mx1, 0.0f, 0.0f);
+    }
+  }
+  for (int c = threadIdx.x; !PAIRS && c < D; c += blockDim.x) {
     float sum = 0.0f, mn = INFINITY, mx = -INFINITY;
     int32_t kmn = ord_key(INFINITY), kmx = ord_key(-INFINITY);
 #pragma unroll 8
@@ -222,7 +283,21 @@ __global__ void __launch_bounds__(256) boost_quant_radix(const In* __restrict__ 
     uint32_t thr = 0;
     int gt = 0;
     if (k > 0) {
-      for (int b = 30; b >= 0; --b) {  // bit 31 (sign) is 0 for every score
+      // PAIRS: two bits per round (bits b, b - 1 from three independent counts: the same
+      // greedy choice as one bit at a time, half the dependent rounds), then bit 0 alone.
+      for (int b = 30; PAIRS && b >= 2; b -= 2) {
+        const uint32_t c1 = thr | (1u << (b - 1)), c2 = thr | (1u << b), c3 = c2 | (1u << (b - 1));
+        int n1 = 0, n2 = 0, n3 = 0;
+#pragma unroll
+        for (int m = 0; m < MC; ++m)
+          if (m < mc) {
+            n1 += __popc(__ballot_sync(0xffffffffu, has[m] && key[m] >= c1));
+            n2 += __popc(__ballot_sync(0xffffffffu, has[m] && key[m] >= c2));
+            n3 += __popc(__ballot_sync(0xffffffffu, has[m] && key[m] >= c3));
+          }
+        thr = n2 >= k ? (n3 >= k ? c3 : c2) : (n1 >= k ? c1 : thr);
+      }
+      for (int b = PAIRS ? 0 : 30; b >= 0; --b) {  // bit 31 (sign) is 0 for every score
         const uint32_t cand = thr | (1u << b);
         int cnt = 0;
 #pragma unroll
@@ -274,13 +349,22 @@ __global__ void __launch_bounds__(256) boost_quant_radix(const In* __restrict__ 
   const int spl = stage_pitch(packed_bytes(G, BITS)), sph = stage_pitch(packed_bytes(G, 2));
   uint8_t* lst = reinterpret_cast<uint8_t*>(slot + D);  // D rows of spl bytes
   uint8_t* hst = lst + (int64_t)D * spl;                // k rows of sph bytes
-  for (int i = threadIdx.x; i < units; i += blockDim.x) {
-    const int c = i % D;
-    const int tc = i / D;
-    const float4 pv = sqp[c];
+  // PAIRS (blockDim.x a multiple of D): each thread keeps one channel and its constants and
+  // steps over token chunks, no division per unit.
+  const bool fixed = PAIRS && blockDim.x % D == 0;
+  const int istep = fixed ? (int)blockDim.x / D : 1;
+  const int c_fixed = threadIdx.x % D;
+  const float4 pv_fixed = sqp[c_fixed];
+  const float lv_fixed = score[c_fixed];
+  const int sl_fixed = slot[c_fixed];
+  for (int i = fixed ? (int)threadIdx.x / D : (int)threadIdx.x; i < (fixed ? chunks : units);
+       i += fixed ? istep : (int)blockDim.x) {
+    const int c = fixed ? c_fixed : i % D;
+    const int tc = fixed ? i : i / D;
+    const float4 pv = fixed ? pv_fixed : sqp[c];
     const QP qp{pv.x, pv.y, pv.z, pv.w};
-    const float levels = score[c];
-    const int sl = slot[c];
+    const float levels = fixed ? lv_fixed : score[c];
+    const int sl = fixed ? sl_fixed : slot[c];
     const In* col = tile + tc * 16 * D + c;
     uint32_t lw[BITS / 2] = {}, hw = 0;
     if (qp.fast != 0.0f) {
@@ -388,12 +472,23 @@ const char* quantize_boost_t(const DevFormat& f, const In* x, DevQuant q, cudaSt
         cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)b.bytes);
         kern<<<(unsigned)(f.N * f.groups), 256, b.bytes, s>>>(x, f, q, b.tile, mm, fd);
       };
-      if (f.bits == 2)
-        go(boost_quant_radix<In, 2>);
-      else
-        go(boost_quant_radix<In, 4>);
+      if (cfg.boost_pairs && f.D == 128) {
+        if (f.bits == 2)
+          go(boost_quant_radix<In, 2, true, 128>);
+        else
+          go(boost_quant_radix<In, 4, true, 128>);
+      } else if (cfg.boost_pairs) {
+        if (f.bits == 2)
+          go(boost_quant_radix<In, 2, true, 0>);
+        else
+          go(boost_quant_radix<In, 4, true, 0>);
+      } else if (f.bits == 2) {
+        go(boost_quant_radix<In, 2, false, 0>);
+      } else {
+        go(boost_quant_radix<In, 4, false, 0>);
+      }
       check_launch("boost_quant_radix");
-      return "radix";
+      return cfg.boost_pairs ? "radix-pairs" : "radix";
     }
   }
   const BoostSmem bs = boost_smem(f);

@@ -1,7 +1,8 @@
 // Plain per-channel format (axis=channel): a group is G tokens of one channel.
 //   codes (N, D, packed_bytes(T, bits)), scale/zero (N, D, ceil(T / G))
 // Kernel paths, first that fits (the label each returns in brackets):
-//   quantize:   channel_quant_regs [regs]; channel_stats_regs + channel_quant_regs [regs-2pass]
+//   quantize:   channel_quant_regs [regs]; channel_quant_cluster [cluster] (quant_channel_cluster.cu),
+//               else channel_stats_regs + channel_quant_regs [regs-2pass]
 //               (G / 16 not a power of two up to 32, e.g. whole-axis groups); channel_quant_tile [tile];
 //               channel_stats + channel_quant_tile [tile-2pass]; channel_stats + channel_codes [two-pass]
 //   dequantize: channel_dequant_regs [regs]; channel_dequant_vec [vec]; channel_dequant [tile]
@@ -700,6 +701,9 @@ const char* quantize_channel_t(const DevFormat& f, const In* x, DevQuant q, cuda
       launch_channel_quant_regs<In, false>(f, x, q, s, cfg);
       return "regs";
     }
+    if (const char* label =
+            quantize_channel_cluster(f, x, sizeof(In) == 2 ? InType::F16 : InType::F32, q, s, cfg))
+      return label;
     channel_stats_regs<In><<<dim3((unsigned)(f.N * f.groups), (unsigned)cdiv(f.D, 128)), 256, 0, s>>>(
         x, f, q, cfg.hw_minmax ? 1 : 0);
     check_launch("channel_stats_regs");

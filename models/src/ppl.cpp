@@ -186,20 +186,25 @@ void check_ppl(const TransformerConfig& c, int64_t context, int64_t tokens, cons
     } catch (const std::invalid_argument& e) {
       fail(std::string("--methods ") + spec + ": " + e.what());
     }
-    // each quantized layer by its own method's rule (plan: one method per layer)
+    // each quantized layer (KV head) by its own method's rule (plan: one method per layer or head)
     bool quantizes = false;
-    for (int64_t l = 0; l < c.n_layers; ++l) {
-      if (!o.layers.empty() && !o.layers[l]) continue;
-      const Method& lm = layer_method(*m, l);
-      const UniformParams* u = lm.uniform();
-      if (u && u->group > o.window)
-        fail("--methods " + spec +
-             (&lm == m.get() ? "" : " (layer " + std::to_string(l) + ": " + lm.spec() + ")") +
-             ": its group of " + std::to_string(u->group) + " tokens exceeds the window of " +
-             std::to_string(o.window) + " tokens; no group would be quantized");
-      const Schedule s = lm.decode_schedule(o.window);
-      quantizes = quantizes || s.key_end > s.key_begin || s.value_end > s.value_begin;
-    }
+    for (int64_t l = 0; l < c.n_layers; ++l)
+      for (int64_t h = 0; h < c.n_kv_heads; ++h) {
+        if (!o.layers.empty() && !o.layers[l]) continue;
+        const Method& lm = head_method(*m, l, h);
+        const bool per_head = &lm != &layer_method(*m, l);
+        const UniformParams* u = lm.uniform();
+        if (u && u->group > o.window)
+          fail("--methods " + spec +
+               (&lm == m.get()
+                    ? ""
+                    : " (layer " + std::to_string(l) + (per_head ? ", KV head " + std::to_string(h) : "") +
+                          ": " + lm.spec() + ")") +
+               ": its group of " + std::to_string(u->group) + " tokens exceeds the window of " +
+               std::to_string(o.window) + " tokens; no group would be quantized");
+        const Schedule s = lm.decode_schedule(o.window);
+        quantizes = quantizes || s.key_end > s.key_begin || s.value_end > s.value_begin;
+      }
     if (m->family() != "fp16" && !quantizes)
       fail("--methods " + spec + " quantizes no token of a " + std::to_string(o.window) + "-token window");
   }

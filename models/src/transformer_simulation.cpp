@@ -28,10 +28,11 @@ void TransformerRunner::simulate(CacheSimulation sim) {
   check_decodable(*sim.method);
   sim.method->check_model({c.n_layers, c.n_kv_heads, c.head_dim});
   quantizes_.assign(c.n_layers, false);
-  for (int64_t l = 0; l < c.n_layers; ++l) {
-    const Schedule last = layer_method(*sim.method, l).decode_schedule(max_tokens_);  // ranges only grow
-    quantizes_[l] = last.key_end > last.key_begin || last.value_end > last.value_begin;
-  }
+  for (int64_t l = 0; l < c.n_layers; ++l)
+    for (int64_t h = 0; h < c.n_kv_heads; ++h) {
+      const Schedule last = head_method(*sim.method, l, h).decode_schedule(max_tokens_);  // ranges only grow
+      quantizes_[l] = quantizes_[l] || last.key_end > last.key_begin || last.value_end > last.value_begin;
+    }
   sim_ = std::move(sim);
   simulating_ = true;
   kq_.assign(c.n_layers, {});
@@ -55,12 +56,13 @@ void TransformerRunner::quantize_cache(int64_t layer, int64_t p0, int64_t n) {
   kq_[layer].resize(size);
   vq_[layer].resize(size);
   // Methods that quantize keys before RoPE (kvquant) get the fp16 pre-RoPE keys and the model's
-  // RoPE; their rotated keys are compared with k_ as any other method's.
-  const bool pre = layer_method(*sim_.method, layer).needs_k_pre_rope();
+  // RoPE; their rotated keys are compared with k_ as any other method's. Each KV head by its own
+  // method (a per-head plan).
   for (int64_t h = 0; h < c.n_kv_heads; ++h) {
     const int64_t at = h * max_tokens_ * D;
     const TensorView k{k_[layer].data() + at, DType::F32, {1, P, D}},
         v{v_[layer].data() + at, DType::F32, {1, P, D}};
+    const bool pre = head_method(*sim_.method, layer, h).needs_k_pre_rope();
     HeadContext ctx{layer, h};
     if (pre) ctx = {layer, h, {k_pre_[layer].data() + at, DType::F32, {1, P, D}}, c.rope_style, c.rope_theta};
     const Reconstruction r = decode_final(*sim_.method, k, v, ctx);
@@ -112,11 +114,11 @@ void TransformerRunner::simulated_attention(int64_t layer, int64_t p0, int64_t n
   constexpr int64_t kRows = 64;
   const int64_t row_blocks = (n + kRows - 1) / kRows, tasks = c.n_heads * row_blocks;
   const float scale = 1.0f / std::sqrt((float)D);
-  const Method& m = layer_method(*sim_.method, layer);
 #pragma omp parallel for schedule(dynamic) if (c.n_heads * n * (p0 + n) * D >= (1L << 18))
   for (int64_t task = 0; task < tasks; ++task) {
     const int64_t h = task / row_blocks, r0 = (task % row_blocks) * kRows, rows = std::min(kRows, n - r0);
     const int64_t keys = p0 + r0 + rows, kv = (h / group) * max_tokens_ * D;
+    const Method& m = head_method(*sim_.method, layer, h / group);  // the KV head's rule
     const ConstMap Q(q_[layer].data() + (h * max_tokens_ + p0 + r0) * D, rows, D);
     const float *K16 = k_[layer].data() + kv, *Kq = kq_[layer].data() + kv, *V16 = v_[layer].data() + kv,
                 *Vq = vq_[layer].data() + kv;

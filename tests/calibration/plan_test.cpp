@@ -1,5 +1,5 @@
 // kvlab plan's chooser (hand-checked knapsack), the plan file, the `plan` method and its decode
-// rule (each layer's own).
+// rule (each layer's own; in a per-head plan, each KV head's own).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -233,6 +233,51 @@ TEST(Plan, DecodesEachLayerByItsOwnRule) {
     FAIL();
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("layer 1"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("group=all"), std::string::npos) << e.what();
+  }
+}
+
+// A per-head plan whose heads differ within a layer: each KV head streams by its own method's
+// rule (docs/FORMATS.md section 12), hand-checked and checked against each step's own prefix.
+TEST(Plan, PerHeadMixedLayerDecodesEachHeadByItsOwnRule) {
+  register_plan_method();
+  Plan p = per_head();
+  const std::string kivi = parse_method("kivi:group=4,residual=4,sink=1")->spec(),
+                    int8 = parse_method("int8:group=4")->spec();
+  p.layers[0].heads = {{0, kivi, 3.0, 0.1}, {1, int8, 8.0, 0.01}};
+  p.layers[1] = {1, int8, 8.0, 0.02, {{0, int8, 8.0, 0.01}, {1, int8, 8.0, 0.01}}};
+  const MethodPtr m = parse_method("plan:file=" + write("plan_heads_decode.json", plan_to_json(p)));
+  EXPECT_NO_THROW(check_decodable(*m));
+  EXPECT_THROW(layer_method(*m, 0).decode_schedule(5), std::invalid_argument);  // ask the head
+  EXPECT_THROW(head_method(*m, 0, 2), std::invalid_argument);
+  EXPECT_EQ(&head_method(*m, 1, 1), &layer_method(*m, 1));  // heads that agree: the layer's method
+  // hand-checked at step t = 5 (6 tokens): head 0 (kivi) keys fqqqqf, values fqffff; head 1 (int8) qqqqff
+  const Schedule s0 = head_method(*m, 0, 0).decode_schedule(6), s1 = head_method(*m, 0, 1).decode_schedule(6);
+  EXPECT_EQ(kvtest::marks(s0.key_begin, s0.key_end, 5), "fqqqqf");
+  EXPECT_EQ(kvtest::marks(s0.value_begin, s0.value_end, 5), "fqffff");
+  EXPECT_EQ(kvtest::marks(s1.key_begin, s1.key_end, 5), "qqqqff");
+  EXPECT_EQ(kvtest::marks(s1.value_begin, s1.value_end, 5), "qqqqff");
+  const SyntheticDump d(synthetic_preset("tiny"));
+  const int64_t D = d.info().head_dim, T = 24;
+  for (int64_t g = 0; g < 2; ++g) {
+    SCOPED_TRACE("KV head " + std::to_string(g));
+    const Tensor K = d.read_head(0, Role::K, g), V = d.read_head(0, Role::V, g);
+    const Tensor k{{1, T, D}, std::vector<float>(K.data.begin(), K.data.begin() + T * D)},
+        v{{1, T, D}, std::vector<float>(V.data.begin(), V.data.begin() + T * D)};
+    kvtest::check_streaming(*m, k, v, {0, g});
+    const MethodPtr own = parse_method(g == 0 ? kivi : int8);
+    const Reconstruction a = decode_view(*m, k.view(), v.view(), 9, {0, g}),
+                         b = decode_view(*own, k.view(), v.view(), 9);
+    EXPECT_EQ(a.k.data, b.k.data);
+    EXPECT_EQ(a.v.data, b.v.data);
+  }
+  Plan refused = p;
+  refused.layers[0].heads[1].method = parse_method("int8")->spec();  // group=all: not causal
+  try {
+    check_decodable(*parse_method("plan:file=" + write("plan_heads_refused.json", plan_to_json(refused))));
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("layer 0: KV head 1"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("group=all"), std::string::npos) << e.what();
   }
 }

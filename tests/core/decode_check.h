@@ -26,12 +26,12 @@ inline bool same_bits(const float* a, const float* b, int64_t n) {
   return std::memcmp(a, b, n * sizeof(float)) == 0;
 }
 
-// k, v: (1, T, D). `at` names the layer (a plan: that layer's rule) and, for methods that
-// quantize keys before RoPE, holds the pre-RoPE keys (1, T, D).
+// k, v: (1, T, D). `at` names the layer and KV head (a plan: that layer's or head's rule) and, for methods
+// that quantize keys before RoPE, holds the pre-RoPE keys (1, T, D).
 inline void check_streaming(const kvlab::Method& whole, const kvlab::Tensor& k, const kvlab::Tensor& v,
                             const kvlab::HeadContext& at = {}) {
   using namespace kvlab;
-  const Method& m = layer_method(whole, at.layer);
+  const Method& m = head_method(whole, at.layer, at.kv_head);
   const int64_t T = k.shape[1], D = k.shape[2];
   const Reconstruction fin = decode_final(whole, k.view(), v.view(), at);
   Schedule prev{};

@@ -89,7 +89,8 @@ TEST(DecodeSimulation, ReferenceModelBlockEqualsLoop) {
 }
 
 // kvquant (keys before RoPE: the runner hands it the fp16 pre-RoPE keys and the model's RoPE)
-// and a plan (each layer its own method and rule, kvquant on two layers) on the reference model.
+// and plans (each layer its own method and rule, kvquant on two layers; per head, the two KV heads
+// of each layer by different methods) on the reference model.
 TEST(DecodeSimulation, ReferenceModelKvquantAndPlanBlockEqualsLoop) {
   const std::string dir = kSrc + "/data/kvlab-ref-18m";
   if (!std::filesystem::exists(dir + "/model.safetensors")) GTEST_SKIP() << "no reference model at " << dir;
@@ -112,7 +113,18 @@ TEST(DecodeSimulation, ReferenceModelKvquantAndPlanBlockEqualsLoop) {
   for (int64_t l = 0; l < 6; ++l) p.layers.push_back({l, p.candidates[(size_t)l % 3], 4.0, 0.0});
   const std::string plan = testing::TempDir() + "decode_sim_plan.json";
   std::ofstream(plan) << plan_to_json(p);
-  check_model(model.weights, tokens, {"kvquant:bits=2,calib=first:20", "plan:file=" + plan});
+  // per head: the two KV heads of every layer differ (each by its own method's rule)
+  Plan h = p;
+  h.per_head = true;
+  for (int64_t l = 0; l < 6; ++l) {
+    h.layers[(size_t)l].method = "";
+    for (int64_t g = 0; g < 2; ++g)
+      h.layers[(size_t)l].heads.push_back({g, p.candidates[(size_t)(l + g) % 3], 4.0, 0.0});
+  }
+  const std::string heads = testing::TempDir() + "decode_sim_plan_heads.json";
+  std::ofstream(heads) << plan_to_json(h);
+  check_model(model.weights, tokens,
+              {"kvquant:bits=2,calib=first:20", "plan:file=" + plan, "plan:file=" + heads});
 }
 
 TEST(DecodeSimulation, Llama2cBlockEqualsLoop) {

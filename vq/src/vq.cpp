@@ -3,10 +3,12 @@
 #include <cstdio>
 #include <regex>
 #include <stdexcept>
+#include <utility>
 
 #include "kvlab/codebook_file.h"
 #include "kvlab/kv_text.h"
 #include "kvlab/pack.h"
+#include "kvlab/threads.h"
 
 namespace kvlab {
 
@@ -48,36 +50,55 @@ double vq_bits_per_element(const VQSpec& s, int64_t tokens, int64_t head_dim) {
 
 VQCodebooks vq_train(const float* x, int64_t T, int64_t D, const VQSpec& spec, const KMeansParams& params,
                      const KMeansBatchFn& trainer) {
+  return std::move(vq_train_heads({x}, T, D, spec, params, trainer)[0]);
+}
+
+std::vector<VQCodebooks> vq_train_heads(const std::vector<const float*>& heads, int64_t T, int64_t D,
+                                        const VQSpec& spec, const KMeansParams& params,
+                                        const KMeansBatchFn& trainer,
+                                        std::vector<std::vector<uint8_t>>* codes) {
   check_vq_fits(spec, D);
   if (spec.entries() > T)
     throw std::invalid_argument("vq_train: " + std::to_string(spec.entries()) + " entries (2^" +
                                 std::to_string(spec.bits) + ") but only " + std::to_string(T) +
                                 " tokens to train on");
-  VQCodebooks cb;
-  cb.spec = spec;
-  cb.head_dim = D;
-  const int64_t G = cb.groups(), v = spec.vec, K = spec.entries();
-  cb.data.assign((int64_t)spec.stages * G * K * v, 0.0f);
-  std::vector<float> resid(x, x + T * D);
-  std::vector<std::vector<float>> sub(G, std::vector<float>(T * v));
+  const int64_t H = heads.size();
+  VQCodebooks proto;
+  proto.spec = spec;
+  proto.head_dim = D;
+  const int64_t G = proto.groups(), v = spec.vec, K = spec.entries();
+  proto.data.assign((int64_t)spec.stages * G * K * v, 0.0f);
+  std::vector<VQCodebooks> cbs(H, proto);
+  std::vector<std::vector<float>> resid(H), sub(H * G, std::vector<float>(T * v));
+  for (int64_t h = 0; h < H; ++h) resid[h].assign(heads[h], heads[h] + T * D);
+  if (codes) codes->assign(H, std::vector<uint8_t>(T * spec.stages * G));
   KMeansParams p = params;
   p.k = K;
+  const int nt = resolve_threads(params.threads);
   for (int s = 0; s < spec.stages; ++s) {
-    std::vector<KMeansProblem> probs(G);
-    for (int64_t g = 0; g < G; ++g) {
+    std::vector<KMeansProblem> probs(H * G);  // head-major: problem h * G + g
+    // (each (head, group) touches only its own columns: the same values for any thread count)
+#pragma omp parallel for schedule(static) num_threads(nt) if (H * G > 1)
+    for (int64_t hg = 0; hg < H * G; ++hg) {
+      const int64_t h = hg / G, g = hg % G;
+      float* q = sub[hg].data();
       for (int64_t t = 0; t < T; ++t)
-        for (int64_t j = 0; j < v; ++j) sub[g][t * v + j] = resid[t * D + g * v + j];
-      probs[g] = {sub[g].data(), T, v, nullptr, nullptr};
+        for (int64_t j = 0; j < v; ++j) q[t * v + j] = resid[h][t * D + g * v + j];
+      probs[hg] = {q, T, v, nullptr, nullptr};
     }
     const auto res = trainer(probs, p);
-    for (int64_t g = 0; g < G; ++g) {
-      std::copy(res[g].centroids.begin(), res[g].centroids.end(), cb.book(s, g));
-      for (int64_t t = 0; t < T; ++t)
-        for (int64_t j = 0; j < v; ++j)
-          resid[t * D + g * v + j] -= res[g].centroids[res[g].assign[t] * v + j];
+#pragma omp parallel for schedule(static) num_threads(nt) if (H * G > 1)
+    for (int64_t hg = 0; hg < H * G; ++hg) {
+      const int64_t h = hg / G, g = hg % G;
+      const KMeansResult& r = res[hg];
+      std::copy(r.centroids.begin(), r.centroids.end(), cbs[h].book(s, g));
+      for (int64_t t = 0; t < T; ++t) {
+        if (codes) (*codes)[h][(t * spec.stages + s) * G + g] = (uint8_t)r.assign[t];
+        for (int64_t j = 0; j < v; ++j) resid[h][t * D + g * v + j] -= r.centroids[r.assign[t] * v + j];
+      }
     }
   }
-  return cb;
+  return cbs;
 }
 
 std::vector<uint8_t> vq_encode(const VQCodebooks& cb, const float* x, int64_t T, int threads) {

@@ -94,15 +94,39 @@ class Method:
         the quantized (key begin, key end, value begin, value end) of the cache after t+1 tokens."""
         return self._m.decode_schedules(int(tokens))
 
-    def decode_final(self, k, v, *, layer=0, kv_head=0):
-        """Every decoding step's quantized rows at once, (..., T, D) float32: row j of the view at
-        step t is this row where j is in ``decode_schedules(T)[t]``'s ranges, fp16(k) otherwise."""
-        return self._m.decode_final(as_array(k, "k"), as_array(v, "v"), layer=layer, kv_head=kv_head)
+    def head_method(self, layer, kv_head):
+        """The method whose decode rule serves KV head ``kv_head`` of ``layer``: a plan's choice
+        for that layer (per-head plans: for that head), this method itself otherwise."""
+        m = Method.__new__(Method)
+        m._m = self._m.head_method(int(layer), int(kv_head))
+        return m
 
-    def decode_view(self, k, v, t, *, layer=0, kv_head=0):
+    @property
+    def needs_k_pre_rope(self):
+        """Whether apply/decode_final need the keys before RoPE (kvquant, or a plan holding it)."""
+        return self._m.needs_k_pre_rope
+
+    def decode_final(self, k, v, *, layer=0, kv_head=0, k_pre_rope=None, rope_style="none", rope_theta=10000.0,
+                     device=None):
+        """Every decoding step's quantized rows at once, (..., T, D) float32: row j of the view at
+        step t is this row where j is in ``decode_schedules(T)[t]``'s ranges, fp16(k) otherwise.
+        A plan decodes (layer, kv_head) by ``head_method(layer, kv_head)``. Methods that quantize
+        keys before RoPE (kvquant) take ``k_pre_rope`` (shaped as k) and rotate their
+        dequantized keys with ``rope_style`` ("halves", "adjacent") and ``rope_theta``.
+        ``device``: a CUDA device index to run the quantize -> dequantize round trips on kvlab's
+        GPU kernels (same bytes; a build with CUDA, ``has_gpu()``; specs without a kernel, such
+        as kvquant, vq or the kivi/kitty-sim profiles, still run on the CPU), None: the CPU."""
+        pre = None if k_pre_rope is None else as_array(k_pre_rope, "k_pre_rope")
+        return self._m.decode_final(as_array(k, "k"), as_array(v, "v"), layer=layer, kv_head=kv_head,
+                                    k_pre_rope=pre, rope_style=str(rope_style), rope_theta=float(rope_theta),
+                                    device=-1 if device is None else int(device))
+
+    def decode_view(self, k, v, t, *, layer=0, kv_head=0, k_pre_rope=None, rope_style="none", rope_theta=10000.0):
         """The cache after t+1 tokens, rebuilt from that prefix alone ((..., t+1, D); slow: the
-        reference decode_final is tested against)."""
-        return self._m.decode_view(as_array(k, "k"), as_array(v, "v"), int(t), layer=layer, kv_head=kv_head)
+        reference decode_final is tested against). k_pre_rope, rope_*: as decode_final."""
+        pre = None if k_pre_rope is None else as_array(k_pre_rope, "k_pre_rope")
+        return self._m.decode_view(as_array(k, "k"), as_array(v, "v"), int(t), layer=layer, kv_head=kv_head,
+                                   k_pre_rope=pre, rope_style=str(rope_style), rope_theta=float(rope_theta))
 
     def check_model(self, *, num_layers, num_kv_heads, head_dim):
         """Raise ValueError when the method cannot serve this model (a codebook file for another one)."""

@@ -21,10 +21,15 @@ void check_decodable(const Method& m);
 // itself otherwise. Throws std::invalid_argument for a layer the per-layer method does not hold.
 const Method& layer_method(const Method& m, int64_t layer);
 
+// The method whose rule serves KV head `kv_head` of layer `layer`: layer_method's, or, where
+// that one holds one method per KV head (a per-head plan's layer whose heads differ), the head's
+// own. Throws std::invalid_argument for a layer or head the method does not hold.
+const Method& head_method(const Method& m, int64_t layer, int64_t kv_head);
+
 // The cache one head holds after t + 1 tokens, from k, v (..., T, D), t < T: apply() on the
 // first decode_apply_tokens(t + 1) tokens, kept on the ranges of decode_schedule(t + 1), and the
-// fp16 input everywhere else (all of layer_method(m, at.layer)). Shape (..., t + 1, D), fp32. Slow on purpose
-// (one step from its own prefix): the reference the fast paths are tested against.
+// fp16 input everywhere else (all of head_method(m, at.layer, at.kv_head)). Shape (..., t + 1, D), fp32. Slow
+// on purpose (one step from its own prefix): the reference the fast paths are tested against.
 Reconstruction decode_view(const Method& m, const TensorView& k, const TensorView& v, int64_t t,
                            const HeadContext& at = {});
 

@@ -115,6 +115,10 @@ class Method {
   // empty for the others (one method for every layer). Decoding asks the layer's own method
   // (layer_method in kvlab/decode_view.h).
   virtual std::vector<const Method*> per_layer() const { return {}; }
+  // Methods that rebuild each KV head with another method (one layer of a per-head plan whose
+  // heads differ): those methods, one per KV head; empty for the others. Decoding asks the
+  // head's own method (head_method in kvlab/decode_view.h).
+  virtual std::vector<const Method*> per_head() const { return {}; }
 };
 using MethodPtr = std::shared_ptr<const Method>;
 

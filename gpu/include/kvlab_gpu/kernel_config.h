@@ -17,6 +17,15 @@ struct KernelConfig {
   bool fast_div = true;
   // Register-tile and radix-page quantize: hardware min/max (FMNMX, HMNMX2); false: order keys.
   bool hw_minmax = true;
+  // Per-channel groups too long for one register tile (whole-axis INT8): one DRAM read by a
+  // cluster of CTAs per group (quant_channel_cluster.cu); false: two passes over the input.
+  bool single_read = true;
+  // CTAs per SM of that cluster kernel: 0 = by its L2 rule, 1 or 2 forced (bench A/B).
+  int cluster_ctas_per_sm = 0;
+  // Kitty radix pages: statistics by channel pairs (one load and, for fp16, HMNMX2 per pair),
+  // codes with one channel per thread, top-k two radix bits per round; false: the previous
+  // kernel (one channel per thread in the statistics, codes by unit index, one bit per round).
+  bool boost_pairs = true;
 };
 
 // What a variant changes, as bit masks (a variant that changes nothing else needs no rows).
@@ -43,6 +52,21 @@ constexpr KernelConfig ieee_division() {
   c.fast_div = false;
   return c;
 }
+constexpr KernelConfig two_pass() {
+  KernelConfig c;
+  c.single_read = false;
+  return c;
+}
+constexpr KernelConfig cluster_ctas(int n) {
+  KernelConfig c;
+  c.cluster_ctas_per_sm = n;
+  return c;
+}
+constexpr KernelConfig boost_single() {
+  KernelConfig c;
+  c.boost_pairs = false;
+  return c;
+}
 constexpr KernelConfig order_key_minmax() {
   KernelConfig c;
   c.hw_minmax = false;
@@ -61,6 +85,14 @@ inline constexpr KernelVariant kKernelVariants[] = {
    "default kernels with the recipe's IEEE division: proves the fast quotient gives the same bytes"},
   {"order-key-minmax", "v4-keys", variant_configs::order_key_minmax(),  kQuantize,               kChannel | kToken | kBoost,
    "default kernels with order-key min/max: proves FMNMX/HMNMX2 give the same bytes"},
+  {"two-pass",         "two-pass",    variant_configs::two_pass(),          kQuantize,               kChannel,
+   "long per-channel groups in two reads (stats, then codes): the single-read cluster kernel's predecessor"},
+  {"cluster-1",        "cluster-1",   variant_configs::cluster_ctas(1),     kQuantize,               kChannel,
+   "single-read cluster kernel at 1 CTA per SM (bench A/B of its L2 rule)"},
+  {"cluster-2",        "cluster-2",   variant_configs::cluster_ctas(2),     kQuantize,               kChannel,
+   "single-read cluster kernel at 2 CTAs per SM (bench A/B of its L2 rule)"},
+  {"boost-single",     "boost-single", variant_configs::boost_single(),      kQuantize,               kBoost,
+   "the previous Kitty radix kernel: statistics by one channel per thread, codes by unit index, one radix bit per round"},
   {"fallback",         "v3",      variant_configs::fallback_kernels(),  kQuantize | kDequantize, kChannel | kToken | kBoost,
    "tile/vec/warp/page kernels on every shape (what odd shapes run); the run-4 kernels"},
 };

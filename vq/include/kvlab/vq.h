@@ -58,6 +58,15 @@ using KMeansBatchFn =
 // beyond T (2^b > T) are impossible: throws naming T and 2^b.
 VQCodebooks vq_train(const float* x, int64_t T, int64_t D, const VQSpec& spec, const KMeansParams& params,
                      const KMeansBatchFn& trainer = kmeans_batch);
+// Several heads (each T x D) at once: one trainer call per stage holds every head's groups (a
+// whole layer in one GPU launch sequence with `--device cuda`). Problems are independent, so
+// head h's codebooks equal vq_train(heads[h], ...) alone. codes (optional): each head's
+// vq_encode(codebooks, heads[h], T), read from the training's final assignments (the nearest
+// final entry of every point in the same arithmetic), so no second pass over the tokens.
+std::vector<VQCodebooks> vq_train_heads(const std::vector<const float*>& heads, int64_t T, int64_t D,
+                                        const VQSpec& spec, const KMeansParams& params,
+                                        const KMeansBatchFn& trainer = kmeans_batch,
+                                        std::vector<std::vector<uint8_t>>* codes = nullptr);
 
 // Codes of each token: [T][stages][groups] (uint8: b <= 8), nearest entry stage by stage.
 std::vector<uint8_t> vq_encode(const VQCodebooks& cb, const float* x, int64_t T, int threads = 1);

@@ -10,13 +10,13 @@ import torch
 from .. import _api
 
 
-def _logits(model, ids, method=None, layers=None):
+def _logits(model, ids, method=None, layers=None, quantize_on="auto"):
     """Logits with ``method`` simulated (None: the model as it is)."""
     from . import apply_method
     with torch.no_grad():
         if method is None:
             return model(ids).logits.float()
-        with apply_method(model, method, layers=layers):
+        with apply_method(model, method, layers=layers, quantize_on=quantize_on):
             return model(ids).logits.float()
 
 
@@ -26,14 +26,14 @@ def _nll(logits, ids):
     return float(-lp.gather(-1, ids[:, 1:, None]).mean())
 
 
-def score(model, ids, methods, *, layers=None, reference=None):
+def score(model, ids, methods, *, layers=None, reference=None, quantize_on="auto"):
     """Teacher-forced comparison of ``methods`` against the fp16 cache on ``ids`` ((B, T) or
     (T,) token ids, no padding). Returns a list of dicts, one per method: ``name``, ``spec``,
     ``bits_per_element`` (one head of T tokens), ``ppl`` (over the T - 1 predicted tokens),
     ``delta_ppl``, ``ref_ppl``, and over every position (the last too, as kvlab ppl) ``kl_mean``,
     ``kl_max`` (nats) and ``top1_agreement``.
-    ``layers``: quantize only these layers (see apply_method). ``reference``: the fp16 cache's
-    logits when already computed."""
+    ``layers``: quantize only these layers, ``quantize_on``: where the round trips run (see
+    apply_method). ``reference``: the fp16 cache's logits when already computed."""
     ids = torch.as_tensor(ids).reshape(-1, torch.as_tensor(ids).shape[-1])
     ref = _logits(model, ids, "fp16") if reference is None else reference.float()
     ref_lp = torch.log_softmax(ref.double(), dim=-1)
@@ -42,7 +42,7 @@ def score(model, ids, methods, *, layers=None, reference=None):
     rows = []
     for name in ([methods] if isinstance(methods, (str, _api.Method)) else methods):
         m = name if isinstance(name, _api.Method) else _api.Method(name)
-        got = _logits(model, ids, m, layers)
+        got = _logits(model, ids, m, layers, quantize_on)
         lp = torch.log_softmax(got.double(), dim=-1)
         kl = (ref_lp.exp() * (ref_lp - lp)).sum(-1)
         ppl = math.exp(_nll(got, ids))

@@ -1,0 +1,192 @@
+// Per-channel quantize of long groups (whole-axis INT8 and any G / 16 that is not a power of two
+// up to 32) in one DRAM read. The two-pass path (channel_stats_regs, then channel_quant_regs
+// with the params read back) reads the input twice, which caps it at (in + codes) / (2 in +
+// codes) = 60% (fp16) / 56% (fp32) of copy. Here a cluster of kClusterCtas CTAs takes one
+// (slice, group): each CTA reduces min/max of its token range into shared memory, the cluster
+// merges the ranges over distributed shared memory (min/max of order keys: a total order, so
+// the merge order does not matter), every CTA derives the params of all channels, and re-reads
+// its own range for the codes while it is still in L2 (the first read keeps its lines, the
+// second streams them out). Codes and params are the bytes of channel_quant_regs<PRE>.
+#include <cooperative_groups.h>
+
+#include "fastq.cuh"
+
+namespace cg = cooperative_groups;
+
+namespace kvlab::gpu {
+namespace {
+
+constexpr int kClusterCtas = 8;  // portable cluster size (fewer for groups of fewer 16-token chunks)
+constexpr int kClusterThreads = 256;
+constexpr int kClusterMaxD = 512;
+
+// Unit = V channels (16 bytes of a row) x 16 tokens; channel chunks fastest, so a warp reads
+// whole token rows. Range = this CTA's 16-token chunks [c_beg, c_end) of the group.
+template <class In>
+__device__ __forceinline__ void unit_rows(const In* __restrict__ x, const DevFormat& f, int64_t row0, int c0,
+                                          bool keep, uint4 (&raw)[16]) {
+  const In* base = x + row0 * f.D + c0;
+#pragma unroll
+  for (int i = 0; i < 16; ++i) {
+    const uint4* p = reinterpret_cast<const uint4*>(base + (int64_t)i * f.D);
+    raw[i] = keep ? __ldg(p) : __ldcs(p);
+  }
+}
+
+template <class In, bool SYM, int BITS>
+__global__ void __launch_bounds__(kClusterThreads, 2)
+    channel_quant_cluster(const In* __restrict__ x, DevFormat f, DevQuant q, int mm, int allow_fast) {
+  constexpr int V = 16 / (int)sizeof(In), NW = BITS / 2;
+  __shared__ int32_t kmn[kClusterMaxD], kmx[kClusterMaxD];
+  __shared__ float4 sqp[kClusterMaxD];
+  cg::cluster_group cluster = cg::this_cluster();
+  const int D = (int)f.D, CC = D / V, rank = (int)cluster.block_rank(), ctas = (int)cluster.num_blocks();
+  const int64_t ng = blockIdx.x / ctas, n = ng / f.groups, g = ng % f.groups;
+  const int64_t t0 = g * f.G;
+  const int chunks = (int)(min((int64_t)f.G, f.T - t0) / 16);
+  const int per = (chunks + ctas - 1) / ctas;
+  const int c_beg = min(chunks, rank * per), c_end = min(chunks, c_beg + per);
+  const int units = (c_end - c_beg) * CC;
+  for (int c = threadIdx.x; c < D; c += blockDim.x) {
+    kmn[c] = ord_key(INFINITY);
+    kmx[c] = ord_key(-INFINITY);
+  }
+  __syncthreads();
+  // 1. min/max of this CTA's range (hardware min/max or order keys, as channel_stats_regs).
+  for (int u = threadIdx.x; u < units; u += blockDim.x) {
+    const int cc = u % CC, tc = c_beg + u / CC;
+    uint4 raw[16];
+    unit_rows(x, f, n * f.T + t0 + tc * 16, cc * V, true, raw);
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      float mn = INFINITY, mx = -INFINITY;
+      int32_t a = ord_key(INFINITY), b = ord_key(-INFINITY);
+#pragma unroll
+      for (int i = 0; i < 16; ++i) {
+        const uint32_t uw[4] = {raw[i].x, raw[i].y, raw[i].z, raw[i].w};
+        const float v =
+            sizeof(In) == 2 ? half_to_float((uint16_t)(uw[j / 2] >> (16 * (j & 1)))) : __uint_as_float(uw[j]);
+        if (mm) {
+          mn = fminf(mn, v);
+          mx = fmaxf(mx, v);
+        } else {
+          a = min(a, ord_key(v));
+          b = max(b, ord_key(v));
+        }
+      }
+      if (mm) {
+        a = ord_key(mn);
+        b = ord_key(mx);
+      }
+      atomicMin(&kmn[cc * V + j], a);
+      atomicMax(&kmx[cc * V + j], b);
+    }
+  }
+  cluster.sync();  // every CTA's range is in its shared memory
+  // 2. merge the ranges; params of every channel (rank 0 stores them).
+  for (int c = threadIdx.x; c < D; c += blockDim.x) {
+    int32_t a = ord_key(INFINITY), b = ord_key(-INFINITY);
+    for (int r = 0; r < ctas; ++r) {
+      a = min(a, *cluster.map_shared_rank(&kmn[c], r));
+      b = max(b, *cluster.map_shared_rank(&kmx[c], r));
+    }
+    const GroupParams p = params_of(key_float(a), key_float(b), BITS, SYM ? 1 : 0, f.half_params);
+    if (rank == 0) write_params(q, (n * D + c) * f.groups + g, p, SYM ? 1 : 0, f.half_params);
+    const QP qp = make_qp(p, allow_fast);
+    sqp[c] = make_float4(qp.zero, qp.scale, qp.rcp, qp.fast);
+  }
+  cluster.sync();  // no CTA leaves while another reads its shared memory; sqp complete
+  // 3. codes of this CTA's range, re-read (L2).
+  for (int u = threadIdx.x; u < units; u += blockDim.x) {
+    const int cc = u % CC, tc = c_beg + u / CC, c0 = cc * V;
+    uint4 raw[16];
+    unit_rows(x, f, n * f.T + t0 + tc * 16, c0, false, raw);
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      const float4 pv = sqp[c0 + j];
+      const QP qp{pv.x, pv.y, pv.z, pv.w};
+      float v[16];
+#pragma unroll
+      for (int i = 0; i < 16; ++i) {
+        const uint32_t uw[4] = {raw[i].x, raw[i].y, raw[i].z, raw[i].w};
+        v[i] =
+            sizeof(In) == 2 ? half_to_float((uint16_t)(uw[j / 2] >> (16 * (j & 1)))) : __uint_as_float(uw[j]);
+      }
+      uint32_t w[NW];
+      pack_run<SYM, BITS, 16>(v, qp, GroupParams{qp.scale, SYM ? 0.0f : qp.zero}, w);
+      uint8_t* dst = q.codes + (n * D + c0 + j) * f.row_bytes + (t0 + tc * 16) * BITS / 8;
+      if constexpr (NW == 1)
+        *reinterpret_cast<uint32_t*>(dst) = w[0];
+      else if constexpr (NW == 2)
+        *reinterpret_cast<uint2*>(dst) = make_uint2(w[0], w[1]);
+      else
+        *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
+    }
+  }
+}
+
+template <class In, bool SYM, int BITS>
+void launch_cluster(const DevFormat& f, const In* x, DevQuant q, cudaStream_t s, const KernelConfig& cfg) {
+  auto kern = channel_quant_cluster<In, SYM, BITS>;
+  const int ctas = (int)std::min<int64_t>(kClusterCtas, f.G / 16);
+  cudaLaunchConfig_t lc = {};
+  lc.gridDim = dim3((unsigned)(f.N * f.groups * ctas));
+  lc.blockDim = dim3(kClusterThreads);
+  lc.stream = s;
+  cudaLaunchAttribute at[1];
+  at[0].id = cudaLaunchAttributeClusterDimension;
+  at[0].val.clusterDim.x = (unsigned)ctas;
+  at[0].val.clusterDim.y = 1;
+  at[0].val.clusterDim.z = 1;
+  lc.attrs = at;
+  lc.numAttrs = 1;
+  // The second read hits L2 only while the groups in flight fit in it: 2 CTAs per SM unless
+  // that puts more than 40 MB of groups in flight (fp32 whole-axis slices of 4096 x 128), then
+  // shared memory that leaves room for 1.
+  const int64_t group_bytes = (int64_t)f.G * f.D * (int64_t)sizeof(In);
+  int per_sm = cfg.cluster_ctas_per_sm;
+  if (per_sm == 0) per_sm = group_bytes * 2 * sm_count() / ctas > (int64_t(40) << 20) ? 1 : 2;
+  if (per_sm == 1) {
+    lc.dynamicSmemBytes = 120 * 1024;
+    cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)lc.dynamicSmemBytes);
+  }
+  const cudaError_t e = cudaLaunchKernelEx(&lc, kern, x, f, q, cfg.hw_minmax ? 1 : 0, cfg.fast_div ? 1 : 0);
+  if (e != cudaSuccess)
+    throw std::runtime_error(std::string("kvlab-gpu: launch of channel_quant_cluster failed: ") +
+                             cudaGetErrorString(e));
+  check_launch("channel_quant_cluster");
+}
+
+template <class In>
+void dispatch(const DevFormat& f, const In* x, DevQuant q, cudaStream_t s, const KernelConfig& cfg) {
+  if (f.sym) {
+    switch (f.bits) {
+      case 2: launch_cluster<In, true, 2>(f, x, q, s, cfg); break;
+      case 4: launch_cluster<In, true, 4>(f, x, q, s, cfg); break;
+      default: launch_cluster<In, true, 8>(f, x, q, s, cfg); break;
+    }
+  } else {
+    switch (f.bits) {
+      case 2: launch_cluster<In, false, 2>(f, x, q, s, cfg); break;
+      case 4: launch_cluster<In, false, 4>(f, x, q, s, cfg); break;
+      default: launch_cluster<In, false, 8>(f, x, q, s, cfg); break;
+    }
+  }
+}
+
+}  // namespace
+
+// Called by quantize_channel where the register-tile kernels fit (2/4/8 bits, T and G
+// multiples of 16, D a multiple of the lane's channels, 16-byte aligned input) and the group
+// needs the two-pass path. nullptr: not taken (config or shape), the caller goes on.
+const char* quantize_channel_cluster(const DevFormat& f, const void* x, InType in, DevQuant q, cudaStream_t s,
+                                     const KernelConfig& cfg) {
+  if (!cfg.single_read || f.D > kClusterMaxD) return nullptr;
+  if (in == InType::F16)
+    dispatch(f, static_cast<const uint16_t*>(x), q, s, cfg);
+  else
+    dispatch(f, static_cast<const float*>(x), q, s, cfg);
+  return "cluster";
+}
+
+}  // namespace kvlab::gpu
