@@ -6,6 +6,7 @@ set -euo pipefail
 
 PACKAGES=(
   build-essential cmake pkg-config     # compiler and build
+  ccache                               # scripts/test.sh: the pip build reuses build/'s objects
   zlib1g-dev                           # .npz writing (CRC-32)
   libeigen3-dev libhdf5-dev            # eval/, models/ and io/ (dump format)
   nlohmann-json3-dev                   # models/: config.json, safetensors headers, tokenizer.json

@@ -9,6 +9,9 @@ VENV=${KVLAB_PIP_VENV:-.venv-pip}
 [ -x "$VENV/bin/python" ] || /usr/bin/python3 -m venv --system-site-packages "$VENV"
 if command -v ccache >/dev/null; then
   export CMAKE_ARGS="${CMAKE_ARGS:-} -DCMAKE_CXX_COMPILER_LAUNCHER=ccache"
+  # The compiler by build/'s name: scikit-build-core would take Python's x86_64-linux-gnu-g++, the
+  # same gcc, but ccache keys on the name and then reuses none of build/'s objects.
+  export CC=${CC:-cc} CXX=${CXX:-c++}
 fi
 PY="$(cd "$VENV" && pwd)/bin/python"
 "$PY" -m pip install --quiet --disable-pip-version-check . mypy  # mypy: the type stubs' test
