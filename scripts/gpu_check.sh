@@ -70,7 +70,7 @@ done
 if [ $SAN -eq 1 ]; then
   echo "== compute-sanitizer (small data)"
   for tool in memcheck racecheck; do
-    for t in $B/tests/gpu/gpu_token_test $B/tests/gpu/gpu_boost_test $B/tests/gpu/gpu_channel_test; do
+    for t in $B/tests/gpu/gpu_token_test $B/tests/gpu/gpu_boost_test $B/tests/gpu/gpu_channel_test $B/tests/gpu/gpu_float_test; do
       [ -x "$t" ] || continue
       # default (the production memory access patterns); fallback was checked before (as v3),
       # ieee-div and order-key-minmax change arithmetic only
