@@ -194,7 +194,9 @@ void train(const TrainArgs& a) {
     put_plan(out, shape, units);
     for (int64_t u = first; u < last; ++u) {
       const Tensor x = reader->read_head(lr.first + u / H % L, roles[u / (L * H)], u % H);
-      const HeadBooks hb = score_head(train_heads({x.data.data()})[0], codes[0], x.data.data());
+      // Train first: codes[0] exists only after train_heads (argument order is unspecified).
+      const auto cbs = train_heads({x.data.data()});
+      const HeadBooks hb = score_head(cbs[0], codes[0], x.data.data());
       out.put(u);
       out.put_vector(hb.books);
       out.put(hb.sq);
