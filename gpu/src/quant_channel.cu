@@ -363,11 +363,9 @@ __device__ __forceinline__ void ch_process(const uint4 (&raw)[16], const ChUnit&
       int32_t kmn[V], kmx[V];
 #pragma unroll
       for (int i = 0; i < 16; ++i) {
-        const uint32_t uw[4] = {raw[i].x, raw[i].y, raw[i].z, raw[i].w};
 #pragma unroll
         for (int j = 0; j < V; ++j) {
-          const float v = sizeof(In) == 2 ? half_to_float((uint16_t)(uw[j / 2] >> (16 * (j & 1))))
-                                          : __uint_as_float(uw[j]);
+          const float v = row_value<In>(raw[i], j);
           if (mm) {
             if (i == 0)
               mn[j] = mx[j] = v;
@@ -455,9 +453,7 @@ __device__ __forceinline__ void ch_process(const uint4 (&raw)[16], const ChUnit&
     float v[16];
 #pragma unroll
     for (int i = 0; i < 16; ++i) {
-      const uint32_t uw[4] = {raw[i].x, raw[i].y, raw[i].z, raw[i].w};
-      v[i] =
-          sizeof(In) == 2 ? half_to_float((uint16_t)(uw[j / 2] >> (16 * (j & 1)))) : __uint_as_float(uw[j]);
+      v[i] = row_value<In>(raw[i], j);
     }
     uint32_t w[NW];
     pack_run<SYM, BITS, 16>(v, qp, GroupParams{qp.scale, SYM ? 0.0f : qp.zero}, w);
@@ -514,11 +510,9 @@ __global__ void __launch_bounds__(256)
 #pragma unroll 4
     for (int t = tl; t < len; t += TLN) {
       const uint4 r = __ldcs(reinterpret_cast<const uint4*>(col + (int64_t)t * D));
-      const uint32_t uw[4] = {r.x, r.y, r.z, r.w};
 #pragma unroll
       for (int j = 0; j < V; ++j) {
-        const float v =
-            sizeof(In) == 2 ? half_to_float((uint16_t)(uw[j / 2] >> (16 * (j & 1)))) : __uint_as_float(uw[j]);
+        const float v = row_value<In>(r, j);
         if (mm) {
           mn[j] = fminf(mn[j], v);
           mx[j] = fmaxf(mx[j], v);

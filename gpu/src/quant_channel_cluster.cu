@@ -63,9 +63,7 @@ __global__ void __launch_bounds__(kClusterThreads, 2)
       int32_t a = ord_key(INFINITY), b = ord_key(-INFINITY);
 #pragma unroll
       for (int i = 0; i < 16; ++i) {
-        const uint32_t uw[4] = {raw[i].x, raw[i].y, raw[i].z, raw[i].w};
-        const float v =
-            sizeof(In) == 2 ? half_to_float((uint16_t)(uw[j / 2] >> (16 * (j & 1)))) : __uint_as_float(uw[j]);
+        const float v = row_value<In>(raw[i], j);
         if (mm) {
           mn = fminf(mn, v);
           mx = fmaxf(mx, v);
@@ -108,9 +106,7 @@ __global__ void __launch_bounds__(kClusterThreads, 2)
       float v[16];
 #pragma unroll
       for (int i = 0; i < 16; ++i) {
-        const uint32_t uw[4] = {raw[i].x, raw[i].y, raw[i].z, raw[i].w};
-        v[i] =
-            sizeof(In) == 2 ? half_to_float((uint16_t)(uw[j / 2] >> (16 * (j & 1)))) : __uint_as_float(uw[j]);
+        v[i] = row_value<In>(raw[i], j);
       }
       uint32_t w[NW];
       pack_run<SYM, BITS, 16>(v, qp, GroupParams{qp.scale, SYM ? 0.0f : qp.zero}, w);

@@ -33,6 +33,13 @@ __device__ __forceinline__ void load4(const float* x, int64_t i, float v[4]) {
   v[3] = r.w;
 }
 
+// Element j of a 16-byte input row holding 8 fp16 (two per word) or 4 fp32 values.
+template <class In>
+__device__ __forceinline__ float row_value(const uint4& r, int j) {
+  const uint32_t uw[4] = {r.x, r.y, r.z, r.w};
+  return sizeof(In) == 2 ? half_to_float((uint16_t)(uw[j / 2] >> (16 * (j & 1)))) : __uint_as_float(uw[j]);
+}
+
 __device__ __forceinline__ void store_param(void* p, int64_t i, float v, int half) {
   if (half)
     static_cast<uint16_t*>(p)[i] = float_to_half(v);  // exact: v is fp16-representable
