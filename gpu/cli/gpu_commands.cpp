@@ -145,7 +145,7 @@ void add_bench(CLI::App& parent, const std::string& prog) {
   });
 }
 
-void add_attend_validate(CLI::App& parent, const std::string& prog) {
+void add_attend_validate(CLI::App& parent, const std::string& prog, const GpuCommandExtras& extras) {
   auto opt = std::make_shared<AttnValidateOptions>();
   auto* v =
       parent.add_subcommand("attend-validate",
@@ -154,20 +154,21 @@ void add_attend_validate(CLI::App& parent, const std::string& prog) {
                             "kernel's dequantized values vs core's, byte for byte; exit 1 on a failure");
   v->add_option("--method", opt->methods,
                 "method preset or spec (repeatable; default: fp16 int8 kivi-4 kivi-2 "
-                "kivi-2-sink kitty)")
+                "kivi-2-sink kitty, and in `kvlab gpu` vq methods of random codebooks)")
       ->allow_extra_args(false);
   v->add_flag("--small", opt->small, "short sequences only (for compute-sanitizer runs)");
   v->add_option("--seed", opt->seed, "data seed")->capture_default_str();
   auto vk = std::make_shared<std::string>("auto");
   v->add_option("--kernel", *vk,
                 "auto (the kernel each case gets, and the split kernel too where that is the streaming one), "
-                "split or stream")
-      ->check(CLI::IsMember({"auto", "split", "stream"}))
+                "split, stream or codebook (each skips the methods it does not serve)")
+      ->check(CLI::IsMember({"auto", "split", "stream", "codebook"}))
       ->capture_default_str();
-  v->callback([opt, prog, vk] {
+  v->callback([opt, prog, vk, extras] {
     opt->kernel = parse_decode_kernel(*vk);
     require_device(prog, "attend-validate");
     run_or_exit(prog, "attend-validate", [&] {
+      if (opt->methods.empty() && extras.vq_methods) opt->extra_methods = extras.vq_methods();
       std::printf("device: %s\n", device_name().c_str());
       const auto rows = validate_attention(*opt);
       print_attention_validation(rows, stdout);
@@ -184,7 +185,8 @@ void add_attend_bench(CLI::App& parent, const std::string& prog) {
                             "Decode attention on packed caches: time, bandwidth of the cache's bytes vs "
                             "cudaMemcpy D2D, and kvlab's dequantize time (scripts/attend_sdpa.py adds SDPA)");
   b->add_option("--method", opt->methods,
-                "method preset or spec (repeatable; default: fp16 int8 kivi-4 kivi-2 kitty)")
+                "method preset or spec, or a VQ spec (CQ-4c8b, VQ<4,8,2>: random codebooks and codes) "
+                "(repeatable; default: fp16 int8 kivi-4 kivi-2 kitty CQ-4c8b)")
       ->allow_extra_args(false);
   b->add_option("--batch", opt->batches, "batch sizes")
       ->capture_default_str()
@@ -202,7 +204,8 @@ void add_attend_bench(CLI::App& parent, const std::string& prog) {
       ->check(CLI::Range(1, 100000));
   b->add_option("--csv", opt->csv, "also write the rows as CSV");
   auto bk = std::make_shared<std::string>("auto");
-  b->add_option("--kernel", *bk, "auto (streaming where it serves, else split), split or stream")
+  b->add_option("--kernel", *bk,
+                "auto (streaming where it serves, else split; codebook for VQ specs), split or stream")
       ->check(CLI::IsMember({"auto", "split", "stream"}))
       ->capture_default_str();
   b->callback([opt, prog, bk] {
@@ -217,7 +220,7 @@ void add_attend_bench(CLI::App& parent, const std::string& prog) {
 void add_gpu_commands(CLI::App& parent, const std::string& prog, const GpuCommandExtras& extras) {
   add_validate(parent, prog, extras);
   add_bench(parent, prog);
-  add_attend_validate(parent, prog);
+  add_attend_validate(parent, prog, extras);
   add_attend_bench(parent, prog);
 }
 

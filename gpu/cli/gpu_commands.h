@@ -15,6 +15,9 @@ struct GpuCommandExtras {
   // Set in the full build: `validate [DUMP]` reads a dump's keys and values (HDF5 and the
   // other dump formats need datasets/, which the GPU-only build lacks).
   std::function<void(const std::string& path, ValidateOptions& opt)> load_dump;
+  // Set in the full build: `vq` methods (codebook files it writes) that attend-validate adds to
+  // its default methods (the GPU-only build cannot read codebook files).
+  std::function<std::vector<std::string>()> vq_methods;
 };
 
 // Adds `validate` and `bench` to `parent`; `prog` ("kvlab-gpu", "kvlab gpu") prefixes messages.

@@ -53,7 +53,7 @@ double copy_gbps(int reps) {
 
 void attend_bench(const AttnBenchOptions& opt, std::FILE* out) {
   std::vector<std::string> methods = opt.methods;
-  if (methods.empty()) methods = {"fp16", "int8", "kivi-4", "kivi-2", "kitty"};
+  if (methods.empty()) methods = {"fp16", "int8", "kivi-4", "kivi-2", "kitty", "CQ-4c8b"};
   const double copy = copy_gbps(opt.reps);
   std::FILE* csv = nullptr;
   std::string tmp;
@@ -70,10 +70,13 @@ void attend_bench(const AttnBenchOptions& opt, std::FILE* out) {
   std::mt19937_64 rng(1);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   for (const std::string& name : methods) {
-    const MethodPtr m = parse_method(name);
+    int vec = 0, bits = 0, stages = 0;
+    const bool vq = parse_vq_text(name, vec, bits, stages);
+    const MethodPtr m = vq ? nullptr : parse_method(name);
     for (int B : opt.batches)
       for (int L : opt.lengths) {
-        const auto cache = make_random_decode_cache(*m, B, opt.Hkv, opt.D, L, 11);
+        const auto cache = vq ? make_random_vq_cache(name, B, opt.Hkv, opt.D, L, 11)
+                              : make_random_decode_cache(*m, B, opt.Hkv, opt.D, L, 11);
         const auto& c = cache->impl();
         const DecodeKernel kernel = pick_kernel(*cache, opt.Hq, opt.kernel);
         const int splits = auto_splits(*cache, kernel);
@@ -82,8 +85,9 @@ void attend_bench(const AttnBenchOptions& opt, std::FILE* out) {
         for (float& x : q) x = nd(rng);
         cuda_check(cudaMemcpy(run.q.p, q.data(), q.size() * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
         const double ms = median_ms(opt.reps, [&] { run.run(c, nullptr); });
-        // dequantize the packed parts to fp16 with kvlab's kernels (what SDPA would then read)
-        double dq_ms = 0;
+        // dequantize the packed parts to fp16 with kvlab's kernels (what SDPA would then read);
+        // -1: none for codebooks
+        double dq_ms = vq ? -1 : 0;
         if (!c.packed.empty()) {
           std::vector<DeviceBuffer> outs;
           for (const DeviceQuant& d : c.packed) outs.emplace_back(d.f.N * d.f.T * d.f.D * 2);

@@ -23,10 +23,17 @@ attn::AttnKind decode_kind(const Method& m, int64_t D) {
   if (D != 128 && D != 64)
     throw std::invalid_argument(who + ": head_dim " + std::to_string(D) + " (kernels: 64, 128)");
   if (m.family() == "fp16") return {};
+  if (m.family() == "vq") {
+    if (D != 128)
+      throw std::invalid_argument(who + ": head_dim " + std::to_string(D) + " (codebook kernel: 128)");
+    attn::AttnKind kind;
+    kind.vq = true;
+    return kind;
+  }
   const auto k = m.key_quantizer(), v = m.value_quantizer();
   if (!k || !v || (m.family() != "int8" && m.family() != "kivi" && m.family() != "kitty"))
     throw std::invalid_argument(who + ": no decode kernel for family " + m.family() +
-                                " (served: fp16, int8, kivi, kitty)");
+                                " (served: fp16, int8, kivi, kitty, vq)");
   if (k->profile != Profile::Kvlab || v->profile != Profile::Kvlab)
     throw std::invalid_argument(who + ": decode kernels read the kvlab profile only");
   attn::AttnKind kind{k->bits, k->boosted(), v->bits, v->axis == Axis::Channel};
@@ -64,6 +71,11 @@ void DecodeCache::Impl::finish() {
   cuda_check(cudaMemcpy(dev_seqs.p, seqs.data(), seqs.size() * sizeof(attn::AttnSeq), cudaMemcpyHostToDevice),
              "cudaMemcpy");
   bytes = 0;
+  if (kind.vq) {  // the codes of every token, and each head's books once
+    for (int L : lens) bytes += 2 * (int64_t)Hkv * L * vq.row_bytes;
+    bytes += vq_books[0].n + vq_books[1].n;
+    return;
+  }
   for (const attn::AttnSeq& s : seqs) {
     for (const attn::AttnPart* p : {&s.k, &s.v}) {
       const PackedLayout& f = p->f;
@@ -124,6 +136,7 @@ std::unique_ptr<DecodeCache> make_decode_cache(const Method& m, const std::vecto
     throw std::invalid_argument("decode cache: " + std::to_string(keys.size()) + " key and " +
                                 std::to_string(values.size()) +
                                 " value sequences (want the same number, >= 1)");
+  if (decode_kind(m, keys[0].shape.back()).vq) return make_vq_decode_cache(m, keys, values);
   auto impl = std::make_unique<DecodeCache::Impl>();
   impl->B = (int)keys.size();
   impl->Hkv = (int)keys[0].shape.at(0);
@@ -207,6 +220,10 @@ std::unique_ptr<DecodeCache> make_random_decode_cache(const Method& m, int B, in
   impl->Hkv = Hkv;
   impl->D = D;
   impl->kind = decode_kind(m, D);
+  if (impl->kind.vq)
+    throw std::invalid_argument(
+        "random decode cache: method '" + m.spec() +
+        "': random codebook caches take a VQ spec (make_random_vq_cache, e.g. CQ-4c8b)");
   impl->lens.assign(B, L);
   const Schedule s = m.schedule(L);
   const std::optional<QuantizerSpec> specs[2] = {m.key_quantizer(), m.value_quantizer()};
@@ -266,17 +283,24 @@ DecodeKernel parse_decode_kernel(const std::string& s) {
   if (s == "auto") return DecodeKernel::Auto;
   if (s == "split") return DecodeKernel::Split;
   if (s == "stream") return DecodeKernel::Stream;
-  throw std::invalid_argument("decode kernel '" + s + "' (want auto, split or stream)");
+  if (s == "codebook") return DecodeKernel::Codebook;
+  throw std::invalid_argument("decode kernel '" + s + "' (want auto, split, stream or codebook)");
 }
 
 const char* decode_kernel_name(DecodeKernel k) {
-  return k == DecodeKernel::Stream ? "stream" : k == DecodeKernel::Split ? "split" : "auto";
+  switch (k) {
+    case DecodeKernel::Stream: return "stream";
+    case DecodeKernel::Split: return "split";
+    case DecodeKernel::Codebook: return "codebook";
+    default: return "auto";
+  }
 }
 
 std::string stream_refusal(const DecodeCache& cache, int Hq) {
   const auto& c = cache.impl();
   if (c.D != 128 || Hq != 4 * c.Hkv) return "head_dim 128 with 4 query heads per KV head only";
   const attn::AttnKind& k = c.kind;
+  if (k.vq) return "codebook caches run on the codebook kernel";
   if (!(k.kbits == 0 && k.vbits == 0) &&
       !(!k.kboost && !k.vchannel && k.kbits == k.vbits && (k.kbits == 2 || k.kbits == 4)))
     return "formats: fp16, or kivi with kbits = vbits = 2 or 4";
@@ -295,6 +319,11 @@ std::string stream_refusal(const DecodeCache& cache, int Hq) {
 }
 
 DecodeKernel pick_kernel(const DecodeCache& cache, int Hq, DecodeKernel want) {
+  if (cache.impl().kind.vq != (want == DecodeKernel::Codebook) && want != DecodeKernel::Auto)
+    throw std::invalid_argument(std::string("decode attention: the ") + decode_kernel_name(want) +
+                                " kernel does not serve " + (cache.impl().kind.vq ? "codebook" : "this") +
+                                " cache (codebook caches: the codebook kernel only)");
+  if (cache.impl().kind.vq) return DecodeKernel::Codebook;
   if (want == DecodeKernel::Split) return want;
   const std::string why = stream_refusal(cache, Hq);
   if (why.empty()) return DecodeKernel::Stream;
@@ -308,6 +337,12 @@ std::vector<DecodeShape> decode_shapes(const DecodeCache::Impl& c, DecodeKernel 
     DecodeShape d;
     d.kernel = k;
     d.splits = splits;
+    if (k == DecodeKernel::Codebook) {
+      d.tile_tokens = attn::kVqTile;
+      d.main_tokens = s.L;
+      out.push_back(d);
+      continue;
+    }
     d.tile_tokens = k == DecodeKernel::Stream ? attn::stream_tile_tokens(c.kind.kbits)
                                               : attn::attn_tile_tokens(c.kind.kbits);
     if (k == DecodeKernel::Stream)
@@ -323,6 +358,16 @@ int auto_splits(const DecodeCache& cache, DecodeKernel kernel) {
   const auto& c = cache.impl();
   int sms = 0;
   cuda_check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), "cudaDeviceGetAttribute");
+  if (c.kind.vq) {
+    // one wave of blocks (4 query heads per KV head taken for the shared memory), every warp a tile or more
+    attn::AttnVq v = c.vq;
+    v.n_smem = std::max(0, attn::vq_max_smem_entries(v, 4));
+    int max_len = 0;
+    for (int L : c.lens) max_len = std::max(max_len, L);
+    const int tiles = (max_len + attn::kVqTile - 1) / attn::kVqTile;
+    const int slots = sms * std::max(1, attn::vq_blocks_per_sm(v, 4));
+    return std::max(1, std::min(slots / (c.B * c.Hkv), tiles / attn::kVqWarps));
+  }
   if (kernel == DecodeKernel::Stream) {
     // one wave of blocks (B x Hkv x splits <= what the SMs hold at once), every warp a tile or more
     int tiles = 0;
@@ -359,12 +404,20 @@ DecodeLaunch::DecodeLaunch(const DecodeCache::Impl& c, int Hq, int splits, bool 
   args.Hkv = c.Hkv;
   args.splits = splits;
   args.scale_log2 = (float)(1.4426950408889634 / std::sqrt((double)c.D));
+  if (c.kind.vq) {
+    args.vq = c.vq;
+    args.vq.n_smem = attn::vq_max_smem_entries(c.vq, group);
+    if (args.vq.n_smem < 0)
+      throw std::invalid_argument("decode attention: codebook rows of " + std::to_string(c.vq.row_bytes) +
+                                  " bytes: the staged tiles alone exceed the shared memory");
+  }
 }
 
 void DecodeLaunch::run(const DecodeCache::Impl& c, cudaStream_t s) const {
   const std::string why =
-      stream ? attn::launch_stream(c.kind, c.B, args, static_cast<float*>(out.p), s)
-             : attn::launch_decode(c.kind, c.D, group, c.B, args, static_cast<float*>(out.p), s);
+      c.kind.vq ? attn::launch_vq(group, c.B, args, static_cast<float*>(out.p), s)
+      : stream  ? attn::launch_stream(c.kind, c.B, args, static_cast<float*>(out.p), s)
+                : attn::launch_decode(c.kind, c.D, group, c.B, args, static_cast<float*>(out.p), s);
   if (!why.empty()) throw std::invalid_argument("decode attention: " + why);
   cuda_check(cudaGetLastError(), "decode attention launch");
 }

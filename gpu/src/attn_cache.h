@@ -18,7 +18,13 @@ struct DecodeCache::Impl {
   DeviceBuffer dev_seqs;
   int64_t bytes = 0;
   std::vector<PackedMagnitudes> mags;  // per sequence (make_decode_cache only)
-  void finish();                       // upload seqs, count bytes
+  // codebook caches (kind.vq): the layout (vq.n_smem is set per launch), books per role
+  // (KV heads, stages, D / vec, 2^bits, vec) and codes per role (attn_vq_cache.cpp)
+  attn::AttnVq vq;
+  DeviceBuffer vq_books[2];
+  std::vector<DeviceBuffer> vq_codes;
+  int64_t vq_layer = 0;  // the codebook file's layer (decode_method_apply)
+  void finish();         // upload seqs, count bytes
 };
 
 // Device buffers and arguments of one decode step (q, partials, output); run() launches it.
@@ -36,6 +42,10 @@ struct DecodeLaunch {
 DecodeKernel pick_kernel(const DecodeCache& cache, int Hq, DecodeKernel want);
 // What the error bound needs to know of the run (DecodeShape per sequence).
 std::vector<DecodeShape> decode_shapes(const DecodeCache::Impl& c, DecodeKernel k, int splits);
+
+// make_decode_cache of a `vq` method, through the encoder set_vq_encoder set.
+std::unique_ptr<DecodeCache> make_vq_decode_cache(const Method& m, const std::vector<TensorView>& keys,
+                                                  const std::vector<TensorView>& values);
 
 // The kernel kind serving m (check_decode_method's rules).
 attn::AttnKind decode_kind(const Method& m, int64_t D);

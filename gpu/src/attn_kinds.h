@@ -13,4 +13,6 @@ bool launch_kitty2(int D, int group, const AttnArgs& a, int B,
                    cudaStream_t s);  // Kitty 2-bit key pages, 2-bit V
 // The streaming kernel (D 128, 4 heads per group) of a kind; false when it has none.
 bool launch_stream_kernel(const AttnKind& k, int B, const AttnArgs& a, cudaStream_t s);
+// The codebook kernel (attn_vq.cu, D 128) for 1 or 4 query heads per KV head; false otherwise.
+bool launch_vq_kernel(int group, const AttnArgs& a, int B, cudaStream_t s);
 }  // namespace kvlab::gpu::attn

@@ -55,4 +55,11 @@ const char* launch_stream(const AttnKind& k, int B, const AttnArgs& a, float* ou
   return "";
 }
 
+const char* launch_vq(int group, int B, const AttnArgs& a, float* out, cudaStream_t s) {
+  if (!launch_vq_kernel(group, a, B, s))
+    return "no codebook decode kernel for this many query heads per KV head (built: 1, 4)";
+  combine_splits<<<B * a.Hkv * group, 128, 0, s>>>(a.part_o, a.part_ml, out, a.splits, 128);
+  return "";
+}
+
 }  // namespace kvlab::gpu::attn

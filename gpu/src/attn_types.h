@@ -34,6 +34,17 @@ struct AttnSeq {
   int64_t dbg = 0;  // first element of this sequence's (KV heads, L, D) block in the debug dumps
 };
 
+// A codebook (VQ / CQ) cache: every token of both roles as one row of row_bytes per (KV head,
+// token), the codes [stage][group] LSB-first at `bits` bits (vq_pack's rows), in AttnPart::codes
+// with f.T = L; one set of fp32 codebooks per KV head and role, shared by the batch
+// (docs/FORMATS.md section 9.5).
+struct AttnVq {
+  int vec = 0, bits = 0, stages = 0, row_bytes = 0;
+  int n_smem = 0;                  // entries [0, n_smem) of every codebook are staged in shared memory
+  const float* k_books = nullptr;  // (KV heads, stages, D / vec, 2^bits, vec)
+  const float* v_books = nullptr;
+};
+
 struct AttnArgs {
   const AttnSeq* seqs = nullptr;  // device array of B
   const float* q = nullptr;       // (B, Hq, D) fp32
@@ -45,6 +56,7 @@ struct AttnArgs {
   // at seq.dbg, as (KV heads, L, D).
   float* dbg_k = nullptr;
   float* dbg_v = nullptr;
+  AttnVq vq;  // codebook caches only
 };
 
 // Which kernel: key and value code widths (0: fp16 cache), Kitty key pages, channel-major values.
@@ -53,6 +65,7 @@ struct AttnKind {
   bool kboost = false;
   int vbits = 0;
   bool vchannel = false;
+  bool vq = false;  // codebook cache (AttnArgs::vq); the other fields unused
 };
 
 constexpr int kAttnThreads = 128;
@@ -81,5 +94,19 @@ KV_HD int stream_main_tokens(int kbits, int L, int kq, int vq) {
 // the kind has no streaming kernel.
 const char* launch_stream(const AttnKind& kind, int B, const AttnArgs& a, float* out, cudaStream_t s);
 int stream_blocks_per_sm(const AttnKind& kind);
+
+// The codebook kernel (attn_vq.cu): D = 128, 1 or 4 query heads per KV head, kVqWarps warps per
+// block, each over its own tiles of kVqTile tokens (lane = token for the logits, lane = 4
+// channels for P V).
+constexpr int kVqWarps = 8, kVqTile = 32;
+// Shared memory of one block: fixed part plus n_smem entries of each role's books.
+int vq_smem_bytes(const AttnVq& v, int group, int n_smem);
+// The most entries per codebook the shared memory holds (2^bits when all fit); -1: not even the
+// staged code tiles fit.
+int vq_max_smem_entries(const AttnVq& v, int group);
+// Blocks of the codebook kernel one SM holds with a.vq.n_smem staged entries.
+int vq_blocks_per_sm(const AttnVq& v, int group);
+// The codebook kernel then combine; "" or why it does not serve.
+const char* launch_vq(int group, int B, const AttnArgs& a, float* out, cudaStream_t s);
 
 }  // namespace kvlab::gpu::attn

@@ -64,7 +64,7 @@ AttnValidationRow run_case(const Method& m, const Case& c, DecodeKernel kernel, 
   row.kernel = decode_kernel_name(r.kernel);
   int64_t off = 0;
   for (int b = 0; b < B; ++b) {
-    const Reconstruction hat = m.apply(kv[b], vv[b]);
+    const Reconstruction hat = decode_method_apply(m, kv[b], vv[b], cache->impl().vq_layer);
     const int64_t n = (int64_t)c.Hkv * c.lens[b] * c.D;
     const uint8_t* want[2] = {reinterpret_cast<const uint8_t*>(hat.k.data.data()),
                               reinterpret_cast<const uint8_t*>(hat.v.data.data())};
@@ -98,6 +98,7 @@ AttnValidationRow run_case(const Method& m, const Case& c, DecodeKernel kernel, 
 bool stream_serves(const Method& m, const Case& c) {
   if (c.D != 128 || c.Hq != 4 * c.Hkv) return false;
   const attn::AttnKind k = decode_kind(m, c.D);
+  if (k.vq) return false;
   return (k.kbits == 0 && k.vbits == 0) ||
          (!k.kboost && !k.vchannel && k.kbits == k.vbits && (k.kbits == 2 || k.kbits == 4));
 }
@@ -106,7 +107,10 @@ bool stream_serves(const Method& m, const Case& c) {
 
 std::vector<AttnValidationRow> validate_attention(const AttnValidateOptions& opt) {
   std::vector<std::string> methods = opt.methods;
-  if (methods.empty()) methods = {"fp16", "int8", "kivi-4", "kivi-2", "kivi-2-sink", "kitty"};
+  if (methods.empty()) {
+    methods = {"fp16", "int8", "kivi-4", "kivi-2", "kivi-2-sink", "kitty"};
+    methods.insert(methods.end(), opt.extra_methods.begin(), opt.extra_methods.end());
+  }
   // lengths: 1, below a group, not a multiple of the group, exactly a group, several tiles
   std::vector<Case> cases = {
       {32, 8, 128, {1, 5, 127, 128}, 0},
@@ -123,10 +127,15 @@ std::vector<AttnValidationRow> validate_attention(const AttnValidateOptions& opt
   std::vector<AttnValidationRow> rows;
   for (const std::string& name : methods) {
     const MethodPtr m = parse_method(name);
+    const bool vq = m->family() == "vq";
     for (const Case& c : cases) {
       // the same data for every kernel of a case
       const std::mt19937_64 start = rng;
       if (opt.kernel == DecodeKernel::Stream && !stream_serves(*m, c)) continue;
+      // codebook caches: their kernel only (head_dim 128); the others never run it
+      if (vq ? c.D != 128 || opt.kernel == DecodeKernel::Split || opt.kernel == DecodeKernel::Stream
+             : opt.kernel == DecodeKernel::Codebook)
+        continue;
       rows.push_back(run_case(*m, c, opt.kernel, rng));
       if (opt.kernel == DecodeKernel::Auto && rows.back().kernel == std::string("stream")) {
         std::mt19937_64 again = start;

@@ -23,11 +23,22 @@ __global__ void fill_kernel(void* x, int64_t n, int64_t D, int half, uint64_t se
   }
 }
 
+__global__ void fill_bytes_kernel(uint32_t* x, int64_t words, uint64_t seed) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < words;
+       i += (int64_t)gridDim.x * blockDim.x)
+    x[i] = hash32(i * kGoldenGamma + seed);
+}
+
 }  // namespace
 
 void fill_random(void* x, int64_t n, int64_t D, bool half, uint64_t seed, cudaStream_t s) {
   fill_kernel<<<sm_count() * 16, 256, 0, s>>>(x, n, D, half ? 1 : 0, seed);
   check_launch("fill_kernel");
+}
+
+void fill_random_bytes(void* x, int64_t n, uint64_t seed) {
+  fill_bytes_kernel<<<sm_count() * 16, 256>>>(static_cast<uint32_t*>(x), n / 4, seed);
+  check_launch("fill_bytes_kernel");
 }
 
 }  // namespace kvlab::gpu

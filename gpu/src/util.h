@@ -15,4 +15,6 @@ int64_t fastdiv_mismatches(uint32_t per_scale, uint32_t scale_step, int64_t* che
 // HMNMX2 over all non-NaN half pairs, FMNMX over signed zeros and random pairs, vs f_min/f_max.
 int64_t minmax_mismatches(int64_t* checked);
 void fill_random(void* x, int64_t n, int64_t D, bool half, uint64_t seed, cudaStream_t s);
+// n / 4 hashed 32-bit words (n a multiple of 4): uniformly random bytes (codebook codes).
+void fill_random_bytes(void* x, int64_t n, uint64_t seed);
 }  // namespace kvlab::gpu

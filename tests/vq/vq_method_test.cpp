@@ -74,4 +74,25 @@ TEST(VqMethod, SpecRoundTripModelCheckAndApply) {
   EXPECT_THROW(m->apply(x.view(), x.view(), {0, 0}), std::invalid_argument);  // layer 0 not covered
 }
 
+// vq_method_books (the GPU codebook cache's books): what apply decodes with, per layer and head.
+TEST(VqMethod, BooksAreWhatApplyDecodesWith) {
+  register_vq_method();
+  const MethodPtr m = parse_method("vq:codebooks=" + small_file());
+  EXPECT_EQ(vq_method_first_layer(*m), 1);
+  Tensor x;
+  x.shape = {1, 7, 4};
+  for (int i = 0; i < 28; ++i) x.data.push_back(0.21f * (float)i - 2.5f);
+  for (int64_t layer : {1, 2})
+    for (int64_t h = 0; h < 3; ++h) {
+      const VqMethodBooks b = vq_method_books(*m, layer, h, 4);
+      const Reconstruction r = m->apply(x.view(), x.view(), {layer, h});
+      EXPECT_EQ(r.k.data, vq_decode(b.k, vq_encode(b.k, x.data.data(), 7).data(), 7)) << layer << " " << h;
+      EXPECT_EQ(r.v.data, vq_decode(b.v, vq_encode(b.v, x.data.data(), 7).data(), 7)) << layer << " " << h;
+    }
+  EXPECT_THROW(vq_method_books(*m, 0, 0, 4), std::invalid_argument);  // layer not covered
+  EXPECT_THROW(vq_method_books(*m, 1, 3, 4), std::invalid_argument);  // no head 3
+  EXPECT_THROW(vq_method_books(*m, 1, 0, 8), std::invalid_argument);  // another head_dim
+  EXPECT_THROW(vq_method_books(*parse_method("kivi-2"), 1, 0, 4), std::invalid_argument);
+}
+
 }  // namespace

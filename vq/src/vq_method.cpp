@@ -72,15 +72,31 @@ class VqMethod final : public Method {
     return {decode(rk_, k, at), decode(rv_, v, at)};
   }
 
- private:
-  Tensor decode(int64_t role, const TensorView& x, const HeadContext& at) const {
+  // The books of (layer, head) for role index `role` (rk_ or rv_).
+  VQCodebooks books(int64_t role, int64_t layer, int64_t kv_head, int64_t D) const {
     const CodebookFile& f = *file_;
-    const int64_t T = x.shape[1], D = x.shape[2];
+    if (layer < f.first_layer || layer >= f.first_layer + f.num_layers || kv_head < 0 ||
+        kv_head >= f.num_kv_heads || D != f.head_dim)
+      throw std::invalid_argument(
+          "codebook file '" + path_ + "' (layers " + std::to_string(f.first_layer) + "-" +
+          std::to_string(f.first_layer + f.num_layers - 1) + ", " + std::to_string(f.num_kv_heads) +
+          " KV heads, head_dim " + std::to_string(f.head_dim) + ") has no books for layer " +
+          std::to_string(layer) + ", KV head " + std::to_string(kv_head) + ", head_dim " + std::to_string(D));
     VQCodebooks cb;
     cb.spec = vq_;
     cb.head_dim = D;
-    const int64_t n = f.book_floats(), first = ((at.layer - f.first_layer) * f.num_kv_heads + at.kv_head) * n;
+    const int64_t n = f.book_floats(), first = ((layer - f.first_layer) * f.num_kv_heads + kv_head) * n;
     cb.data.assign(f.books[role].begin() + first, f.books[role].begin() + first + n);
+    return cb;
+  }
+  int64_t first_layer() const { return file_->first_layer; }
+  int64_t key_role() const { return rk_; }
+  int64_t value_role() const { return rv_; }
+
+ private:
+  Tensor decode(int64_t role, const TensorView& x, const HeadContext& at) const {
+    const int64_t T = x.shape[1], D = x.shape[2];
+    const VQCodebooks cb = books(role, at.layer, at.kv_head, D);
     std::vector<float> widened;  // fp16 views (eval passes them for fp16 dumps) become fp32 first
     const float* xp = static_cast<const float*>(x.data);
     if (x.dtype != DType::F32) {
@@ -100,7 +116,20 @@ class VqMethod final : public Method {
   int64_t rk_ = -1, rv_ = -1;
 };
 
+const VqMethod& as_vq(const Method& m) {
+  const auto* v = dynamic_cast<const VqMethod*>(&m);
+  if (!v) throw std::invalid_argument("method '" + m.spec() + "' is not of the vq family");
+  return *v;
+}
+
 }  // namespace
+
+VqMethodBooks vq_method_books(const Method& m, int64_t layer, int64_t kv_head, int64_t head_dim) {
+  const VqMethod& v = as_vq(m);
+  return {v.books(v.key_role(), layer, kv_head, head_dim), v.books(v.value_role(), layer, kv_head, head_dim)};
+}
+
+int64_t vq_method_first_layer(const Method& m) { return as_vq(m).first_layer(); }
 
 MethodFamily kvquant_family();  // kvquant_method.cpp
 

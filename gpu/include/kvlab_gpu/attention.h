@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -36,8 +37,32 @@ class DecodeCache {
 
 // The method families with decode kernels: fp16, int8, kivi (kbits = vbits = 2 or 4), kitty
 // (kbits = vbits = 2); profile kvlab. head_dim 128 (1 or 4 query heads per KV head) or 64 (4).
+// vq (codebooks): head_dim 128, 1 or 4 query heads per KV head, where an encoder is set (below).
 // Throws std::invalid_argument naming what is not served.
 void check_decode_method(const Method& m, int64_t D);
+
+// One KV head of a codebook (VQ / CQ) cache: the head's key and value codebooks and every
+// token's codes. This library neither reads codebook files nor encodes (vq/ does): the full
+// build's `kvlab gpu` sets an encoder, through which make_decode_cache serves the `vq` family.
+struct VqHead {
+  int vec = 0, bits = 0, stages = 0;
+  std::vector<float> k_books, v_books;    // (stages, D / vec, 2^bits, vec) fp32
+  std::vector<uint8_t> k_codes, v_codes;  // (L, stages, D / vec): vq_encode's codes
+  int64_t layer = 0;  // the codebook file's layer these books are (Method::apply's HeadContext)
+};
+// k, v: one KV head, (1, L, D).
+using VqEncoder =
+    std::function<VqHead(const Method& m, const TensorView& k, const TensorView& v, int64_t kv_head)>;
+void set_vq_encoder(VqEncoder encoder);
+// Method::apply of m on (KV heads, L, D) keys and values: per KV head (HeadContext layer, head)
+// for the vq family, whose apply takes one head; in one call otherwise.
+Reconstruction decode_method_apply(const Method& m, const TensorView& k, const TensorView& v, int64_t layer);
+// "CQ-<v>c<b>b" or "VQ<v,b,r>" (vq/'s spellings) -> {vec, bits, stages}; false for other text.
+bool parse_vq_text(const std::string& text, int& vec, int& bits, int& stages);
+// B sequences of L tokens, random codebooks and uniformly random codes (the benchmark's: no entry
+// is hotter than another, the worst case for the shared-memory entries).
+std::unique_ptr<DecodeCache> make_random_vq_cache(const std::string& spec, int B, int Hkv, int D, int L,
+                                                  uint64_t seed);
 
 // keys[b], values[b]: (KV heads, L_b, D), fp32 or fp16. Quantizes each sequence's ranges
 // (m.schedule(L_b)) with core and uploads the bytes.
@@ -48,9 +73,10 @@ std::unique_ptr<DecodeCache> make_random_decode_cache(const Method& m, int B, in
                                                       uint64_t seed);
 
 // Which decode kernel: the streaming kernel (per-warp tiles staged by cp.async; fp16 and kivi
-// 2/4-bit, D 128, 4 query heads per KV head) where it serves, else the split kernel.
-enum class DecodeKernel { Auto, Split, Stream };
-// "auto", "split" or "stream"; throws std::invalid_argument naming the text otherwise.
+// 2/4-bit, D 128, 4 query heads per KV head) where it serves, else the split kernel; codebook
+// caches always run the codebook kernel (Split or Stream asked for them throws).
+enum class DecodeKernel { Auto, Split, Stream, Codebook };
+// "auto", "split", "stream" or "codebook"; throws std::invalid_argument naming the text otherwise.
 DecodeKernel parse_decode_kernel(const std::string& s);
 const char* decode_kernel_name(DecodeKernel k);
 
@@ -61,7 +87,7 @@ struct DecodeOptions {
 };
 // How a kernel split its sums for one sequence (decode_error_bound's chain lengths).
 struct DecodeShape {
-  DecodeKernel kernel = DecodeKernel::Split;  // Split or Stream
+  DecodeKernel kernel = DecodeKernel::Split;  // Split, Stream or Codebook
   int splits = 1;
   int tile_tokens = 0;  // the kernel's tile
   int main_tokens = 0;  // Stream: tokens in staged tiles (the rest go one by one)
@@ -110,8 +136,9 @@ struct AttnValidationRow {
   bool ok() const { return hat_mismatches == 0 && max_err_over_bound <= 1.0; }
 };
 struct AttnValidateOptions {
-  std::vector<std::string> methods;  // empty: fp16, int8, kivi-4, kivi-2, kivi-2-sink, kitty
-  bool small = false;                // short sequences only (compute-sanitizer runs)
+  std::vector<std::string> methods;        // empty: fp16, int8, kivi-4, kivi-2, kivi-2-sink, kitty
+  std::vector<std::string> extra_methods;  // appended to the default list (`kvlab gpu`: vq methods)
+  bool small = false;                      // short sequences only (compute-sanitizer runs)
   uint64_t seed = 1;
   // Auto: every case on the kernel auto picks and, where that is the streaming kernel, on the
   // split kernel too; Split / Stream: that kernel only (Stream skips methods it does not serve).
@@ -121,7 +148,9 @@ std::vector<AttnValidationRow> validate_attention(const AttnValidateOptions& opt
 void print_attention_validation(const std::vector<AttnValidationRow>& rows, std::FILE* out);
 
 struct AttnBenchOptions {
-  std::vector<std::string> methods;  // empty: fp16, int8, kivi-4, kivi-2, kitty
+  // empty: fp16, int8, kivi-4, kivi-2, kitty, CQ-4c8b; a VQ spec (CQ-4c8b, VQ<4,8,2>) benchmarks
+  // random codebooks and codes (make_random_vq_cache)
+  std::vector<std::string> methods;
   std::vector<int> batches{1, 8, 32};
   std::vector<int> lengths{4096, 32768, 131072};
   int Hq = 32, Hkv = 8, D = 128;

@@ -1,0 +1,289 @@
+// Decode attention over codebook (VQ / CQ) caches (attn_types.h AttnVq, docs/FORMATS.md 9.5).
+// One block per (split, KV head, sequence); the first n_smem entries of every key and value
+// codebook of the head are staged in shared memory (`kvlab vq reorder` sorts the entries by use,
+// so these are the hot ones: VQ-LLM's placement), the others are read from global memory (L2).
+// Each of the kVqWarps warps walks its own tiles of kVqTile tokens, the tiles' code rows staged
+// by cp.async one tile ahead. Logits: lane = token, K_hat of each channel = the sum of its stages'
+// entries in stage order (vq_decode's fp32 sum from 0.0f: core's bytes), then q . K_hat as an fp32
+// FMA chain; online softmax per warp; P V: lane = 4 channels, V_hat the same sum. A per-group
+// table of q . entry (the classic trick) would hold 2^bits x groups x query heads floats, as
+// large as the key books themselves for 4 query heads, and save only the FMAs, not the gathers.
+#include <cstdint>
+
+#include "attn_kinds.h"
+#include "attn_types.h"
+
+namespace kvlab::gpu::attn {
+
+namespace {
+
+constexpr int kD = 128, kThreads = kVqWarps * 32;
+
+__device__ __forceinline__ void cp_async4(void* smem, const void* gmem) {
+  const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(s), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// Words of one staged code row: odd, so the 32 lanes reading word w of 32 rows hit 32 banks.
+KV_HD int vq_row_stride(const AttnVq& v) { return (v.row_bytes / 4) | 1; }
+// Bytes of one warp's area: two stages of (key rows, value rows) and the tile's probabilities;
+// at the end the same bytes hold the warp's output for the merge.
+KV_HD int vq_warp_bytes(const AttnVq& v, int group) {
+  const int tiles = 2 * 2 * kVqTile * vq_row_stride(v) * 4 + kVqTile * group * 4;
+  const int merge = (group * kD + 2 * group) * 4;
+  return tiles > merge ? tiles : merge;
+}
+
+// CW consecutive floats (CW = 4: one 16-byte load; the host picks it when vec % 4 == 0).
+template <int CW>
+__device__ __forceinline__ void load_cw(const float* p, bool global, float* out) {
+  if constexpr (CW == 4) {
+    const float4 x = global ? __ldg(reinterpret_cast<const float4*>(p)) : *reinterpret_cast<const float4*>(p);
+    out[0] = x.x;
+    out[1] = x.y;
+    out[2] = x.z;
+    out[3] = x.w;
+  } else {
+    out[0] = global ? __ldg(p) : *p;
+  }
+}
+
+// Code i (= stage * groups + group) of a staged row: `bits` bits at bit i * bits, LSB first.
+__device__ __forceinline__ uint32_t row_code(const uint32_t* row, int i, int bits) {
+  const int o = i * bits, w = o >> 5, sh = o & 31;
+  uint32_t x = row[w] >> sh;
+  if (sh + bits > 32) x |= row[w + 1] << (32 - sh);
+  return x & ((1u << bits) - 1u);
+}
+
+// CW: channels read per codebook lookup (4 when vec % 4 == 0, else 1).
+template <int GQ, bool DBG, int CW>
+__global__ void __launch_bounds__(kThreads, 1) decode_vq(AttnArgs a) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  __shared__ __align__(16) unsigned char sq_raw[sizeof(AttnSeq)];  // no constructor in shared memory
+  const AttnSeq& sq = *reinterpret_cast<const AttnSeq*>(sq_raw);
+  const AttnVq v = a.vq;  // a copy: a reference to the parameter would live in local memory
+  const int b = blockIdx.z, h = blockIdx.y, split = blockIdx.x, tid = threadIdx.x;
+  const int warp = tid / 32, lane = tid % 32;
+  const int vec = v.vec, bits = v.bits, R = v.stages, G = kD / vec, E = 1 << bits, n_s = v.n_smem;
+  const int SW = vq_row_stride(v), RW = v.row_bytes / 4;
+  float(*sQ)[GQ] = reinterpret_cast<float(*)[GQ]>(smem);
+  float* kb = reinterpret_cast<float*>(smem + kD * GQ * 4);  // (stages, groups, n_smem, vec)
+  float* vb = kb + R * kD * n_s;
+  unsigned char* wmem = reinterpret_cast<unsigned char*>(vb + R * kD * n_s) + warp * vq_warp_bytes(v, GQ);
+  uint32_t* rows = reinterpret_cast<uint32_t*>(wmem);  // [stage][role][token][SW]
+  float(*sP)[GQ] = reinterpret_cast<float(*)[GQ]>(wmem + 2 * 2 * kVqTile * SW * 4);
+
+  if (tid == 0) *reinterpret_cast<AttnSeq*>(sq_raw) = a.seqs[b];
+  for (int i = tid; i < kD * GQ; i += kThreads) {
+    const int c = i / GQ, g = i % GQ;
+    sQ[c][g] = a.q[((int64_t)b * a.Hkv * GQ + h * GQ + g) * kD + c] * a.scale_log2;
+  }
+  // the hot entries: run j of n_smem * vec floats is entries [0, n_smem) of book j (stage, group)
+  const int run = n_s * vec, nruns = R * G;
+  const float* gk = v.k_books + (int64_t)h * R * kD * E;  // this head's books, E * vec floats each
+  const float* gv = v.v_books + (int64_t)h * R * kD * E;
+  for (int i = tid * CW; i < nruns * run; i += kThreads * CW) {
+    const int j = i / run, r = i % run;
+    load_cw<CW>(gk + (int64_t)j * E * vec + r, true, kb + i);
+    load_cw<CW>(gv + (int64_t)j * E * vec + r, true, vb + i);
+  }
+  __syncthreads();
+
+  const int L = sq.L;
+  const uint8_t* kcodes = sq.k.codes + (int64_t)h * L * v.row_bytes;
+  const uint8_t* vcodes = sq.v.codes + (int64_t)h * L * v.row_bytes;
+  float* dbg_k = DBG ? a.dbg_k + sq.dbg + (int64_t)h * L * kD : nullptr;
+  float* dbg_v = DBG ? a.dbg_v + sq.dbg + (int64_t)h * L * kD : nullptr;
+  // K_hat (or V_hat) of channels c0 .. c0 + CW - 1 of a staged row: the entries of every stage,
+  // from shared memory when hot, else global, summed in stage order from 0.0f as vq_decode does
+  auto hat = [&](const uint32_t* row, int c0, const float* sbook, const float* gbook, float* out) {
+    const int g = c0 / vec, j = c0 % vec;
+    for (int x = 0; x < CW; ++x) out[x] = 0.0f;
+    for (int st = 0; st < R; ++st) {
+      const int e = (int)row_code(row, st * G + g, bits);
+      float ent[CW];
+      if (e < n_s)
+        load_cw<CW>(sbook + ((st * G + g) * n_s + e) * vec + j, false, ent);
+      else
+        load_cw<CW>(gbook + ((int64_t)(st * G + g) * E + e) * vec + j, true, ent);
+      for (int x = 0; x < CW; ++x) out[x] = __fadd_rn(out[x], ent[x]);
+    }
+  };
+
+  const int ntiles = (L + kVqTile - 1) / kVqTile, per = (ntiles + a.splits - 1) / a.splits;
+  const int ts = split * per, te = min(ntiles, ts + per);
+  auto issue = [&](int tile, int stage) {
+    const int t0 = tile * kVqTile, n = min(kVqTile, L - t0);
+    uint32_t* dk = rows + stage * 2 * kVqTile * SW;
+    uint32_t* dv = dk + kVqTile * SW;
+    const uint8_t* sk = kcodes + (int64_t)t0 * v.row_bytes;
+    const uint8_t* sv = vcodes + (int64_t)t0 * v.row_bytes;
+    for (int j = lane; j < n * RW; j += 32) {
+      const int r = j / RW, w = j % RW;
+      cp_async4(dk + r * SW + w, sk + (int64_t)j * 4);
+      cp_async4(dv + r * SW + w, sv + (int64_t)j * 4);
+    }
+  };
+
+  float m[GQ], l[GQ], acc[GQ][4];
+  for (int g = 0; g < GQ; ++g) {
+    m[g] = -__builtin_huge_valf();
+    l[g] = 0.0f;
+    for (int x = 0; x < 4; ++x) acc[g][x] = 0.0f;
+  }
+  int tile = ts + warp;
+  if (tile < te) issue(tile, 0);
+  cp_commit();
+  for (int k = 0; tile < te; ++k, tile += kVqWarps) {
+    if (tile + kVqWarps < te) issue(tile + kVqWarps, (k + 1) & 1);
+    cp_commit();
+    cp_wait<1>();
+    __syncwarp();
+    const uint32_t* krows = rows + (k & 1) * 2 * kVqTile * SW;
+    const uint32_t* vrows = krows + kVqTile * SW;
+    const int t0 = tile * kVqTile, n = min(kVqTile, L - t0);
+
+    // ---- logits: lane = token
+    float s[GQ];
+    for (int g = 0; g < GQ; ++g) s[g] = lane < n ? 0.0f : -__builtin_huge_valf();
+    if (lane < n) {
+      const uint32_t* row = krows + lane * SW;
+      for (int c0 = 0; c0 < kD; c0 += CW) {
+        float kh[CW];
+        hat(row, c0, kb, gk, kh);
+        for (int x = 0; x < CW; ++x) {
+          if (DBG) dbg_k[(int64_t)(t0 + lane) * kD + c0 + x] = kh[x];
+          for (int g = 0; g < GQ; ++g) s[g] = __fmaf_rn(sQ[c0 + x][g], kh[x], s[g]);
+        }
+      }
+    }
+    // ---- online softmax: p -> sP, rescale the accumulators
+    for (int g = 0; g < GQ; ++g) {
+      float mx = s[g];
+      for (int off = 16; off; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+      const float m_new = fmaxf(m[g], mx);  // finite: the tile has a token
+      const float p = exp2f(__fsub_rn(s[g], m_new));
+      sP[lane][g] = p;
+      float sum = p;
+      for (int off = 16; off; off >>= 1) sum = __fadd_rn(sum, __shfl_xor_sync(0xffffffffu, sum, off));
+      const float alpha = exp2f(__fsub_rn(m[g], m_new));
+      l[g] = __fmaf_rn(l[g], alpha, sum);
+      m[g] = m_new;
+      for (int x = 0; x < 4; ++x) acc[g][x] = __fmul_rn(acc[g][x], alpha);
+    }
+    __syncwarp();
+    // ---- P V: lane = channels 4 lane .. 4 lane + 3
+    for (int tt = 0; tt < n; ++tt) {
+      const uint32_t* row = vrows + tt * SW;
+      float val[4];
+      for (int x = 0; x < 4; x += CW) hat(row, 4 * lane + x, vb, gv, val + x);
+      if (DBG)
+        for (int x = 0; x < 4; ++x) dbg_v[(int64_t)(t0 + tt) * kD + 4 * lane + x] = val[x];
+      for (int g = 0; g < GQ; ++g) {
+        const float p = sP[tt][g];
+        for (int x = 0; x < 4; ++x) acc[g][x] = __fmaf_rn(p, val[x], acc[g][x]);
+      }
+    }
+    __syncwarp();  // every lane is done with this stage before the next issue overwrites it
+  }
+  cp_wait<0>();
+  __syncwarp();
+
+  // ---- merge the warps in warp order into this split's partial (as decode_stream does)
+  float* mo = reinterpret_cast<float*>(wmem);  // [GQ][kD] then m[GQ], l[GQ]
+  for (int g = 0; g < GQ; ++g)
+    for (int x = 0; x < 4; ++x) mo[g * kD + 4 * lane + x] = acc[g][x];
+  if (lane == 0)
+    for (int g = 0; g < GQ; ++g) {
+      mo[GQ * kD + g] = m[g];
+      mo[GQ * kD + GQ + g] = l[g];
+    }
+  __syncthreads();
+  const unsigned char* w0 = reinterpret_cast<const unsigned char*>(vb + R * kD * n_s);
+  for (int i = tid; i < GQ * kD; i += kThreads) {
+    const int g = i / kD, c = i % kD;
+    float M = -__builtin_huge_valf();
+    for (int x = 0; x < kVqWarps; ++x)
+      M = fmaxf(M, reinterpret_cast<const float*>(w0 + x * vq_warp_bytes(v, GQ))[GQ * kD + g]);
+    float o = 0.0f, lsum = 0.0f;
+    if (M != -__builtin_huge_valf())
+      for (int x = 0; x < kVqWarps; ++x) {
+        const float* wm = reinterpret_cast<const float*>(w0 + x * vq_warp_bytes(v, GQ));
+        const float e = exp2f(__fsub_rn(wm[GQ * kD + g], M));
+        o = __fmaf_rn(e, wm[g * kD + c], o);
+        lsum = __fmaf_rn(e, wm[GQ * kD + GQ + g], lsum);
+      }
+    const int64_t row = ((int64_t)b * a.Hkv * GQ + h * GQ + g) * a.splits + split;
+    a.part_o[row * kD + c] = o;
+    if (c == 0) {
+      a.part_ml[row * 2] = M;
+      a.part_ml[row * 2 + 1] = lsum;
+    }
+  }
+}
+
+// Dynamic shared memory a block may ask for (the opt-in limit less the static AttnSeq).
+int optin_smem() {
+  int dev = 0, n = 0;
+  cudaGetDevice(&dev);
+  cudaDeviceGetAttribute(&n, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+  return n - (int)sizeof(AttnSeq);
+}
+
+template <int GQ, bool DBG, int CW>
+auto vq_kernel() {
+  static bool ready = false;  // raise the dynamic shared memory limit once per kernel
+  if (!ready) {
+    cudaFuncSetAttribute(decode_vq<GQ, DBG, CW>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin_smem());
+    ready = true;
+  }
+  return decode_vq<GQ, DBG, CW>;
+}
+
+template <int GQ, bool DBG>
+auto pick(int cw) {
+  return cw == 4 ? vq_kernel<GQ, DBG, 4>() : vq_kernel<GQ, DBG, 1>();
+}
+
+// The kernel of (query heads per KV head, debug, vec): null when none is built.
+void (*kernel_of(int group, bool dbg, const AttnVq& v))(AttnArgs) {
+  const int cw = v.vec % 4 == 0 ? 4 : 1;
+  if (group == 4) return dbg ? pick<4, true>(cw) : pick<4, false>(cw);
+  if (group == 1) return dbg ? pick<1, true>(cw) : pick<1, false>(cw);
+  return nullptr;
+}
+
+}  // namespace
+
+int vq_smem_bytes(const AttnVq& v, int group, int n_smem) {
+  return kD * group * 4 + 2 * v.stages * kD * n_smem * 4 + kVqWarps * vq_warp_bytes(v, group);
+}
+
+int vq_max_smem_entries(const AttnVq& v, int group) {
+  const int room = optin_smem() - vq_smem_bytes(v, group, 0);
+  if (room < 0) return -1;
+  const int n = room / (2 * v.stages * kD * 4);
+  return n < (1 << v.bits) ? n : (1 << v.bits);
+}
+
+int vq_blocks_per_sm(const AttnVq& v, int group) {
+  int n = 0;
+  const auto k = kernel_of(group, false, v);
+  if (k) cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, k, kThreads, vq_smem_bytes(v, group, v.n_smem));
+  return n;
+}
+
+bool launch_vq_kernel(int group, const AttnArgs& a, int B, cudaStream_t s) {
+  const auto k = kernel_of(group, a.dbg_k != nullptr, a.vq);
+  if (!k) return false;
+  k<<<dim3(a.splits, a.Hkv, B), kThreads, vq_smem_bytes(a.vq, group, a.vq.n_smem), s>>>(a);
+  return true;
+}
+
+}  // namespace kvlab::gpu::attn
