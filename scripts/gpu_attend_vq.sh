@@ -30,7 +30,7 @@ tail -20 "$OUTDIR/sdpa.log"
 NCU_BIN=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 if [ -n "$NCU_BIN" ] && [ "${NCU:-1}" = 1 ]; then
   step ncu
-  timeout "${NCU_TIMEOUT:-90}" "$NCU_BIN" --kernel-name regex:decode_vq --launch-skip 1 --launch-count 1 \
+  timeout "${NCU_TIMEOUT:-90}" "$NCU_BIN" --kernel-name regex:"decode_(vq|cq)" --launch-skip 1 --launch-count 1 \
     --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
     --section SchedulerStats --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
     --section SourceCounters \

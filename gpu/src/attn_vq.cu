@@ -61,6 +61,78 @@ __device__ __forceinline__ uint32_t row_code(const uint32_t* row, int i, int bit
   return x & ((1u << bits) - 1u);
 }
 
+// The warps' (max, sum, output) merged in warp order into this split's partial, as decode_stream
+// does: each warp writes its own at wmem, the block then reads every warp's (w0 + x * wbytes).
+template <int GQ>
+__device__ __forceinline__ void merge_warps(const AttnArgs& a, const float (&m)[GQ], const float (&l)[GQ],
+                                            const float (&acc)[GQ][4], unsigned char* wmem,
+                                            const unsigned char* w0, int wbytes, int b, int h, int split) {
+  const int tid = threadIdx.x, lane = tid % 32;
+  float* mo = reinterpret_cast<float*>(wmem);  // [GQ][kD] then m[GQ], l[GQ]
+  for (int g = 0; g < GQ; ++g)
+    for (int x = 0; x < 4; ++x) mo[g * kD + 4 * lane + x] = acc[g][x];
+  if (lane == 0)
+    for (int g = 0; g < GQ; ++g) {
+      mo[GQ * kD + g] = m[g];
+      mo[GQ * kD + GQ + g] = l[g];
+    }
+  __syncthreads();
+  for (int i = tid; i < GQ * kD; i += kThreads) {
+    const int g = i / kD, c = i % kD;
+    float M = -__builtin_huge_valf();
+    for (int x = 0; x < kVqWarps; ++x)
+      M = fmaxf(M, reinterpret_cast<const float*>(w0 + x * wbytes)[GQ * kD + g]);
+    float o = 0.0f, lsum = 0.0f;
+    if (M != -__builtin_huge_valf())
+      for (int x = 0; x < kVqWarps; ++x) {
+        const float* wm = reinterpret_cast<const float*>(w0 + x * wbytes);
+        const float e = exp2f(__fsub_rn(wm[GQ * kD + g], M));
+        o = __fmaf_rn(e, wm[g * kD + c], o);
+        lsum = __fmaf_rn(e, wm[GQ * kD + GQ + g], lsum);
+      }
+    const int64_t row = ((int64_t)b * a.Hkv * GQ + h * GQ + g) * a.splits + split;
+    a.part_o[row * kD + c] = o;
+    if (c == 0) {
+      a.part_ml[row * 2] = M;
+      a.part_ml[row * 2 + 1] = lsum;
+    }
+  }
+}
+
+// Online softmax of one tile's logits s (one token per lane; -inf: none): p -> sP[lane], the
+// running max and sum, and the accumulators rescaled.
+template <int GQ>
+__device__ __forceinline__ void tile_softmax(const float (&s)[GQ], float (&m)[GQ], float (&l)[GQ],
+                                             float (&acc)[GQ][4], float (*sP)[GQ], int lane) {
+  for (int g = 0; g < GQ; ++g) {
+    float mx = s[g];
+    for (int off = 16; off; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+    const float m_new = fmaxf(m[g], mx);  // finite: the tile has a token
+    const float p = exp2f(__fsub_rn(s[g], m_new));
+    sP[lane][g] = p;
+    float sum = p;
+    for (int off = 16; off; off >>= 1) sum = __fadd_rn(sum, __shfl_xor_sync(0xffffffffu, sum, off));
+    const float alpha = exp2f(__fsub_rn(m[g], m_new));
+    l[g] = __fmaf_rn(l[g], alpha, sum);
+    m[g] = m_new;
+    for (int x = 0; x < 4; ++x) acc[g][x] = __fmul_rn(acc[g][x], alpha);
+  }
+  __syncwarp();
+}
+
+// cp.async of tile `tile`'s key and value code rows (RW words each) into dk, dv (rows of SW words).
+__device__ __forceinline__ void issue_rows(const uint8_t* kcodes, const uint8_t* vcodes, int row_bytes, int L,
+                                           int tile, uint32_t* dk, uint32_t* dv, int RW, int SW, int lane) {
+  const int t0 = tile * kVqTile, n = min(kVqTile, L - t0);
+  const uint8_t* sk = kcodes + (int64_t)t0 * row_bytes;
+  const uint8_t* sv = vcodes + (int64_t)t0 * row_bytes;
+  for (int j = lane; j < n * RW; j += 32) {
+    const int r = j / RW, w = j % RW;
+    cp_async4(dk + r * SW + w, sk + (int64_t)j * 4);
+    cp_async4(dv + r * SW + w, sv + (int64_t)j * 4);
+  }
+}
+
 // CW: channels read per codebook lookup (4 when vec % 4 == 0, else 1).
 template <int GQ, bool DBG, int CW>
 __global__ void __launch_bounds__(kThreads, 1) decode_vq(AttnArgs a) {
@@ -119,16 +191,8 @@ __global__ void __launch_bounds__(kThreads, 1) decode_vq(AttnArgs a) {
   const int ntiles = (L + kVqTile - 1) / kVqTile, per = (ntiles + a.splits - 1) / a.splits;
   const int ts = split * per, te = min(ntiles, ts + per);
   auto issue = [&](int tile, int stage) {
-    const int t0 = tile * kVqTile, n = min(kVqTile, L - t0);
     uint32_t* dk = rows + stage * 2 * kVqTile * SW;
-    uint32_t* dv = dk + kVqTile * SW;
-    const uint8_t* sk = kcodes + (int64_t)t0 * v.row_bytes;
-    const uint8_t* sv = vcodes + (int64_t)t0 * v.row_bytes;
-    for (int j = lane; j < n * RW; j += 32) {
-      const int r = j / RW, w = j % RW;
-      cp_async4(dk + r * SW + w, sk + (int64_t)j * 4);
-      cp_async4(dv + r * SW + w, sv + (int64_t)j * 4);
-    }
+    issue_rows(kcodes, vcodes, v.row_bytes, L, tile, dk, dk + kVqTile * SW, RW, SW, lane);
   };
 
   float m[GQ], l[GQ], acc[GQ][4];
@@ -163,21 +227,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_vq(AttnArgs a) {
         }
       }
     }
-    // ---- online softmax: p -> sP, rescale the accumulators
-    for (int g = 0; g < GQ; ++g) {
-      float mx = s[g];
-      for (int off = 16; off; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-      const float m_new = fmaxf(m[g], mx);  // finite: the tile has a token
-      const float p = exp2f(__fsub_rn(s[g], m_new));
-      sP[lane][g] = p;
-      float sum = p;
-      for (int off = 16; off; off >>= 1) sum = __fadd_rn(sum, __shfl_xor_sync(0xffffffffu, sum, off));
-      const float alpha = exp2f(__fsub_rn(m[g], m_new));
-      l[g] = __fmaf_rn(l[g], alpha, sum);
-      m[g] = m_new;
-      for (int x = 0; x < 4; ++x) acc[g][x] = __fmul_rn(acc[g][x], alpha);
-    }
-    __syncwarp();
+    tile_softmax<GQ>(s, m, l, acc, sP, lane);
     // ---- P V: lane = channels 4 lane .. 4 lane + 3
     for (int tt = 0; tt < n; ++tt) {
       const uint32_t* row = vrows + tt * SW;
@@ -195,37 +245,134 @@ __global__ void __launch_bounds__(kThreads, 1) decode_vq(AttnArgs a) {
   cp_wait<0>();
   __syncwarp();
 
-  // ---- merge the warps in warp order into this split's partial (as decode_stream does)
-  float* mo = reinterpret_cast<float*>(wmem);  // [GQ][kD] then m[GQ], l[GQ]
-  for (int g = 0; g < GQ; ++g)
-    for (int x = 0; x < 4; ++x) mo[g * kD + 4 * lane + x] = acc[g][x];
-  if (lane == 0)
-    for (int g = 0; g < GQ; ++g) {
-      mo[GQ * kD + g] = m[g];
-      mo[GQ * kD + GQ + g] = l[g];
-    }
-  __syncthreads();
-  const unsigned char* w0 = reinterpret_cast<const unsigned char*>(vb + R * kD * n_s);
-  for (int i = tid; i < GQ * kD; i += kThreads) {
-    const int g = i / kD, c = i % kD;
-    float M = -__builtin_huge_valf();
-    for (int x = 0; x < kVqWarps; ++x)
-      M = fmaxf(M, reinterpret_cast<const float*>(w0 + x * vq_warp_bytes(v, GQ))[GQ * kD + g]);
-    float o = 0.0f, lsum = 0.0f;
-    if (M != -__builtin_huge_valf())
-      for (int x = 0; x < kVqWarps; ++x) {
-        const float* wm = reinterpret_cast<const float*>(w0 + x * vq_warp_bytes(v, GQ));
-        const float e = exp2f(__fsub_rn(wm[GQ * kD + g], M));
-        o = __fmaf_rn(e, wm[g * kD + c], o);
-        lsum = __fmaf_rn(e, wm[GQ * kD + GQ + g], lsum);
-      }
-    const int64_t row = ((int64_t)b * a.Hkv * GQ + h * GQ + g) * a.splits + split;
-    a.part_o[row * kD + c] = o;
-    if (c == 0) {
-      a.part_ml[row * 2] = M;
-      a.part_ml[row * 2 + 1] = lsum;
-    }
+  merge_warps<GQ>(a, m, l, acc, wmem, reinterpret_cast<const unsigned char*>(vb + R * kD * n_s),
+                  vq_warp_bytes(v, GQ), b, h, split);
+}
+
+// CQ-4c8b (vec 4, 8-bit codes, one stage) with 4 query heads: the key side through a table of
+// q . entry per (group, entry) and query head (float4), built per block from the key books, so
+// a logit is 32 table gathers and adds (the table replaces the key books in shared memory: every
+// entry is in it); values as in decode_vq, the hot entries [0, n_smem) of each value book staged,
+// the rest read from global memory, one 16-byte entry per lane (lane = group = 4 channels) and
+// token. The debug path writes K_hat from the key books at the codes the table was read at.
+constexpr int kCqG = 32, kCqE = 256, kCqSW = 9, kCqRW = 8;  // groups, entries, row words (staged, read)
+__host__ __device__ constexpr int cq_warp_bytes() { return 2 * 2 * kVqTile * kCqSW * 4 + kVqTile * 4 * 4; }
+
+template <bool DBG>
+__global__ void __launch_bounds__(kThreads, 1) decode_cq48(AttnArgs a) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  __shared__ __align__(16) unsigned char sq_raw[sizeof(AttnSeq)];  // no constructor in shared memory
+  const AttnSeq& sq = *reinterpret_cast<const AttnSeq*>(sq_raw);
+  const int b = blockIdx.z, h = blockIdx.y, split = blockIdx.x, tid = threadIdx.x;
+  const int warp = tid / 32, lane = tid % 32, n_v = a.vq.n_smem;
+  float4* T = reinterpret_cast<float4*>(smem);                      // [group][entry]: 4 heads' q . entry
+  float4* vb = reinterpret_cast<float4*>(smem + kCqG * kCqE * 16);  // [group][n_v]: hot value entries
+  unsigned char* w0 = reinterpret_cast<unsigned char*>(vb + kCqG * n_v);
+  unsigned char* wmem = w0 + warp * cq_warp_bytes();
+  uint32_t* rows = reinterpret_cast<uint32_t*>(wmem);  // [stage][role][token][kCqSW]
+  float(*sP)[4] = reinterpret_cast<float(*)[4]>(wmem + 2 * 2 * kVqTile * kCqSW * 4);
+  float(*sQ)[4] = reinterpret_cast<float(*)[4]>(w0);  // until the table is built
+
+  if (tid == 0) *reinterpret_cast<AttnSeq*>(sq_raw) = a.seqs[b];
+  for (int i = tid; i < kD * 4; i += kThreads) {
+    const int c = i / 4, g = i % 4;
+    sQ[c][g] = a.q[((int64_t)b * a.Hkv * 4 + h * 4 + g) * kD + c] * a.scale_log2;
   }
+  __syncthreads();
+  const float4* gk = reinterpret_cast<const float4*>(a.vq.k_books) + (int64_t)h * kCqG * kCqE;
+  const float4* gv = reinterpret_cast<const float4*>(a.vq.v_books) + (int64_t)h * kCqG * kCqE;
+  for (int i = tid; i < kCqG * kCqE; i += kThreads) {
+    const int c = 4 * (i / kCqE);
+    const float4 k = __ldg(gk + i);
+    float t[4];
+    for (int g = 0; g < 4; ++g)
+      t[g] = __fmaf_rn(sQ[c + 3][g], k.w,
+                       __fmaf_rn(sQ[c + 2][g], k.z, __fmaf_rn(sQ[c + 1][g], k.y, __fmul_rn(sQ[c][g], k.x))));
+    T[i] = make_float4(t[0], t[1], t[2], t[3]);
+  }
+  for (int i = tid; i < kCqG * n_v; i += kThreads) vb[i] = __ldg(gv + (i / n_v) * kCqE + i % n_v);
+  __syncthreads();  // sQ's bytes go to the warps' tiles from here
+
+  const int L = sq.L;
+  const uint8_t* kcodes = sq.k.codes + (int64_t)h * L * 32;
+  const uint8_t* vcodes = sq.v.codes + (int64_t)h * L * 32;
+  float* dbg_k = DBG ? a.dbg_k + sq.dbg + (int64_t)h * L * kD : nullptr;
+  float* dbg_v = DBG ? a.dbg_v + sq.dbg + (int64_t)h * L * kD : nullptr;
+  const int ntiles = (L + kVqTile - 1) / kVqTile, per = (ntiles + a.splits - 1) / a.splits;
+  const int ts = split * per, te = min(ntiles, ts + per);
+  float m[4], l[4], acc[4][4];
+  for (int g = 0; g < 4; ++g) {
+    m[g] = -__builtin_huge_valf();
+    l[g] = 0.0f;
+    for (int x = 0; x < 4; ++x) acc[g][x] = 0.0f;
+  }
+  // P V: this lane's group (channels 4 lane ..), its code at byte lane % 4 of word lane / 4
+  const float4* vhot = vb + lane * n_v;
+  const float4* vall = gv + lane * kCqE;
+  const int vword = lane >> 2, vshift = 8 * (lane & 3);
+  int tile = ts + warp;
+  if (tile < te) issue_rows(kcodes, vcodes, 32, L, tile, rows, rows + kVqTile * kCqSW, kCqRW, kCqSW, lane);
+  cp_commit();
+  for (int k = 0; tile < te; ++k, tile += kVqWarps) {
+    if (tile + kVqWarps < te) {
+      uint32_t* d = rows + ((k + 1) & 1) * 2 * kVqTile * kCqSW;
+      issue_rows(kcodes, vcodes, 32, L, tile + kVqWarps, d, d + kVqTile * kCqSW, kCqRW, kCqSW, lane);
+    }
+    cp_commit();
+    cp_wait<1>();
+    __syncwarp();
+    const uint32_t* krows = rows + (k & 1) * 2 * kVqTile * kCqSW;
+    const uint32_t* vrows = krows + kVqTile * kCqSW;
+    const int t0 = tile * kVqTile, n = min(kVqTile, L - t0);
+
+    // ---- logits: lane = token, 32 table gathers
+    float s[4];
+    for (int g = 0; g < 4; ++g) s[g] = lane < n ? 0.0f : -__builtin_huge_valf();
+    if (lane < n) {
+      uint32_t w[kCqRW];
+#pragma unroll
+      for (int i = 0; i < kCqRW; ++i) w[i] = krows[lane * kCqSW + i];
+#pragma unroll
+      for (int g = 0; g < kCqG; ++g) {
+        const uint32_t e = (w[g >> 2] >> (8 * (g & 3))) & 0xFFu;
+        const float4 t = T[g * kCqE + e];
+        s[0] = __fadd_rn(s[0], t.x);
+        s[1] = __fadd_rn(s[1], t.y);
+        s[2] = __fadd_rn(s[2], t.z);
+        s[3] = __fadd_rn(s[3], t.w);
+        if (DBG) {
+          const float4 kh = __ldg(gk + g * kCqE + e);
+          float* o = dbg_k + (int64_t)(t0 + lane) * kD + 4 * g;
+          o[0] = __fadd_rn(0.0f, kh.x);  // vq_decode's 0 + entry (-0 becomes +0)
+          o[1] = __fadd_rn(0.0f, kh.y);
+          o[2] = __fadd_rn(0.0f, kh.z);
+          o[3] = __fadd_rn(0.0f, kh.w);
+        }
+      }
+    }
+    tile_softmax<4>(s, m, l, acc, sP, lane);
+    // ---- P V
+#pragma unroll 4
+    for (int tt = 0; tt < n; ++tt) {
+      const uint32_t e = (vrows[tt * kCqSW + vword] >> vshift) & 0xFFu;
+      const float4 x = (int)e < n_v ? vhot[e] : __ldg(vall + e);
+      if (DBG) {
+        float* o = dbg_v + (int64_t)(t0 + tt) * kD + 4 * lane;
+        o[0] = __fadd_rn(0.0f, x.x);
+        o[1] = __fadd_rn(0.0f, x.y);
+        o[2] = __fadd_rn(0.0f, x.z);
+        o[3] = __fadd_rn(0.0f, x.w);
+      }
+      const float4 p = reinterpret_cast<const float4*>(sP)[tt];
+      const float pv[4] = {p.x, p.y, p.z, p.w}, xv[4] = {x.x, x.y, x.z, x.w};
+      for (int g = 0; g < 4; ++g)
+        for (int c = 0; c < 4; ++c) acc[g][c] = __fmaf_rn(pv[g], xv[c], acc[g][c]);
+    }
+    __syncwarp();  // every lane is done with this stage before the next issue overwrites it
+  }
+  cp_wait<0>();
+  __syncwarp();
+  merge_warps<4>(a, m, l, acc, wmem, w0, cq_warp_bytes(), b, h, split);
 }
 
 // Dynamic shared memory a block may ask for (the opt-in limit less the static AttnSeq).
@@ -251,8 +398,22 @@ auto pick(int cw) {
   return cw == 4 ? vq_kernel<GQ, DBG, 4>() : vq_kernel<GQ, DBG, 1>();
 }
 
+template <bool DBG>
+auto cq_kernel() {
+  static bool ready = false;
+  if (!ready) {
+    cudaFuncSetAttribute(decode_cq48<DBG>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin_smem());
+    ready = true;
+  }
+  return decode_cq48<DBG>;
+}
+
+// CQ-4c8b with 4 query heads: decode_cq48.
+bool cq_fast(const AttnVq& v, int group) { return group == 4 && v.vec == 4 && v.bits == 8 && v.stages == 1; }
+
 // The kernel of (query heads per KV head, debug, vec): null when none is built.
 void (*kernel_of(int group, bool dbg, const AttnVq& v))(AttnArgs) {
+  if (cq_fast(v, group)) return dbg ? cq_kernel<true>() : cq_kernel<false>();
   const int cw = v.vec % 4 == 0 ? 4 : 1;
   if (group == 4) return dbg ? pick<4, true>(cw) : pick<4, false>(cw);
   if (group == 1) return dbg ? pick<1, true>(cw) : pick<1, false>(cw);
@@ -262,13 +423,14 @@ void (*kernel_of(int group, bool dbg, const AttnVq& v))(AttnArgs) {
 }  // namespace
 
 int vq_smem_bytes(const AttnVq& v, int group, int n_smem) {
+  if (cq_fast(v, group)) return kCqG * kCqE * 16 + kCqG * n_smem * 16 + kVqWarps * cq_warp_bytes();
   return kD * group * 4 + 2 * v.stages * kD * n_smem * 4 + kVqWarps * vq_warp_bytes(v, group);
 }
 
 int vq_max_smem_entries(const AttnVq& v, int group) {
   const int room = optin_smem() - vq_smem_bytes(v, group, 0);
   if (room < 0) return -1;
-  const int n = room / (2 * v.stages * kD * 4);
+  const int n = room / (cq_fast(v, group) ? kCqG * 16 : 2 * v.stages * kD * 4);
   return n < (1 << v.bits) ? n : (1 << v.bits);
 }
 
