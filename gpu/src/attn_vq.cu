@@ -1,13 +1,13 @@
 // Decode attention over codebook (VQ / CQ) caches (attn_types.h AttnVq, docs/FORMATS.md 9.5).
-// One block per (split, KV head, sequence); the first n_smem entries of every key and value
-// codebook of the head are staged in shared memory (`kvlab vq reorder` sorts the entries by use,
-// so these are the hot ones: VQ-LLM's placement), the others are read from global memory (L2).
-// Each of the kVqWarps warps walks its own tiles of kVqTile tokens, the tiles' code rows staged
-// by cp.async one tile ahead. Logits: lane = token, K_hat of each channel = the sum of its stages'
-// entries in stage order (vq_decode's fp32 sum from 0.0f: core's bytes), then q . K_hat as an fp32
-// FMA chain; online softmax per warp; P V: lane = 4 channels, V_hat the same sum. A per-group
-// table of q . entry (the classic trick) would hold 2^bits x groups x query heads floats, as
-// large as the key books themselves for 4 query heads, and save only the FMAs, not the gathers.
+// One block per (split, KV head, sequence); each of the kVqWarps warps walks its own tiles of
+// kVqTile tokens, the tiles' code rows staged by cp.async one tile ahead; online softmax per
+// warp, warps merged in order. decode_vq (every spec): the first n_smem entries of every key and
+// value codebook of the head staged in shared memory (`kvlab vq reorder` sorts the entries by
+// use, so these are the hot ones: VQ-LLM's placement), the others read from global memory (L2);
+// logits with lane = token (K_hat of each channel = the sum of its stages' entries in stage
+// order from 0.0f, vq_decode's fp32 sum: core's bytes; then q . K_hat as an fp32 FMA chain), P V
+// with lane = 4 channels (V_hat the same sum). decode_cq48 (CQ-4c8b, 4 query heads): the keys
+// through a table of q . entry instead (below).
 #include <cstdint>
 
 #include "attn_kinds.h"

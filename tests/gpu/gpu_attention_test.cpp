@@ -62,4 +62,30 @@ TEST(GpuAttention, RefusesUnservedMethods) {
   EXPECT_THROW(check_decode_method(*parse_method("kivi-2"), 96), std::invalid_argument);
 }
 
+// Host side of the codebook kernel (no GPU needed): the spec spellings the benchmark takes, and
+// a bound that tightens with shorter chains and is never zero.
+TEST(GpuAttention, CodebookSpecTextAndBound) {
+  int vec = 0, bits = 0, stages = 0;
+  ASSERT_TRUE(parse_vq_text("CQ-4c8b", vec, bits, stages));
+  EXPECT_EQ(vec * 100 + bits * 10 + stages, 481);
+  ASSERT_TRUE(parse_vq_text("VQ<8,5,3>", vec, bits, stages));
+  EXPECT_EQ(vec * 100 + bits * 10 + stages, 853);
+  EXPECT_FALSE(parse_vq_text("kivi-2", vec, bits, stages));
+  EXPECT_FALSE(parse_vq_text("CQ-4c8", vec, bits, stages));
+  EXPECT_EQ(parse_decode_kernel("codebook"), DecodeKernel::Codebook);
+  EXPECT_STREQ(decode_kernel_name(DecodeKernel::Codebook), "codebook");
+  const int L = 5000, D = 128;
+  std::vector<float> q(D, 0.5f), k((size_t)L * D, 1.0f), v((size_t)L * D, 2.0f);
+  DecodeShape one, many;
+  one.kernel = many.kernel = DecodeKernel::Codebook;
+  one.tile_tokens = many.tile_tokens = 32;
+  one.main_tokens = many.main_tokens = L;
+  one.splits = 1;
+  many.splits = 16;  // shorter chains per lane
+  const double b1 = decode_error_bound(q.data(), k.data(), v.data(), L, D, one);
+  const double b16 = decode_error_bound(q.data(), k.data(), v.data(), L, D, many);
+  EXPECT_GT(b16, 0.0);
+  EXPECT_LT(b16, b1);
+}
+
 }  // namespace kvlab::gpu
