@@ -2,7 +2,8 @@
 # Issue 13's speed line on the GPU machine's host CPU, with binaries built elsewhere (a build
 # there does not fit a short lease). DIR holds DIR/kvlab_bench_quantize, DIR/python/kvlab/ (the
 # package with _kvlab for the host's Python), DIR/lib (libraries the host lacks) and DIR/lib-hdf5
-# (HDF5 and its codecs, used only where the host has none). First what
+# (HDF5 and its codecs, used only where the host has none), DIR/cpu_pairs (benchmarks/cpu_pairs.c,
+# optional: which vCPUs slow each other down). First what
 # tells OpenMP runtimes and settings apart: each side's OpenMP settings as its libgomp reads them
 # (OMP_DISPLAY_ENV), the OpenMP/BLAS libraries each maps; then benchmarks/python_quantize.py at
 # 1 and 2 threads, alternating, for at most SECONDS (default 70), every repetition logged; last,
@@ -30,6 +31,7 @@ OMP_DISPLAY_ENV=VERBOSE "$PY" -c "from kvlab._ext import ext" 2>&1 | grep -E "^ 
 if cmp -s "$OUT/omp_cpp.txt" "$OUT/omp_py.txt"; then echo "OpenMP settings: the same on both sides"
 else echo "OpenMP settings differ:"; diff "$OUT/omp_cpp.txt" "$OUT/omp_py.txt"; fi | tee -a "$OUT/machine.log"
 
+[ -x "$D/cpu_pairs" ] && "$D/cpu_pairs" | tee -a "$OUT/machine.log"
 "$PY" benchmarks/python_quantize.py --bench "$D/kvlab_bench_quantize" --threads 1,2 --reps 40 \
   --max-seconds "$SECS" --log "$OUT/reps.jsonl" "$@" 2>&1 | tee "$OUT/bench.log"
 status=${PIPESTATUS[0]}
