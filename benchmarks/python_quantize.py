@@ -43,13 +43,20 @@ DIAG = ("main_run_ms", "main_wait_ms", "omp_run_ms", "omp_wait_ms", "steal_ms", 
         "user_s", "sys_s")
 
 
-def cpp_rep(bench, names, threads, min_time, input_path):
+def cpp_rep(bench, names, threads, min_time, input_path, cpus):
     """One process of the C++ benchmark, one run of quantize/<name>/<t> per name and thread count:
-    {(name, t): {"gbps": GB/s of fp16 input by wall time, and the DIAG counters, main_cpu, omp_cpu}}."""
+    {(name, t): {"gbps": GB/s of fp16 input by wall time, and the DIAG counters, main_cpu, omp_cpu}}.
+    cpus: the process's CPUs (None: this thread's)."""
     filt = "^quantize/(" + "|".join(names) + ")/(" + "|".join(map(str, threads)) + ")/"  # names checked in main
-    run = subprocess.run([bench, f"--benchmark_filter={filt}", "--benchmark_format=json",
-                          f"--benchmark_min_time={min_time}"], capture_output=True, text=True,
-                         env=dict(os.environ, KVLAB_BENCH_INPUT=input_path))
+    bound = os.sched_getaffinity(0)
+    if cpus:  # libgomp bound this thread to the first place; the child must get all of them
+        os.sched_setaffinity(0, cpus)
+    try:
+        run = subprocess.run([bench, f"--benchmark_filter={filt}", "--benchmark_format=json",
+                              f"--benchmark_min_time={min_time}"], capture_output=True, text=True,
+                             env=dict(os.environ, KVLAB_BENCH_INPUT=input_path))
+    finally:
+        os.sched_setaffinity(0, bound)
     if run.returncode != 0:
         sys.exit(f"{bench} failed ({run.returncode}): {run.stderr.strip()[-2000:]}")
     out = {}
@@ -128,6 +135,7 @@ def main():
             p.error(f"--cpus {a.cpus}: fewer CPUs than threads ({max(threads)})")
         os.sched_setaffinity(0, cpus)
         os.environ.update(OMP_PROC_BIND="close", OMP_PLACES=",".join(f"{{{c}}}" for c in cpus))
+    affinity = sorted(os.sched_getaffinity(0))  # libgomp narrows this thread's to its first place
     started = time.perf_counter()
     import kvlab
     from kvlab._ext import ext  # noqa: F401 (loads _kvlab and its OpenMP runtime)
@@ -138,7 +146,7 @@ def main():
     print(f"Python {sys.version.split()[0]}, numpy {np.__version__}, madvise hugepage "
           f"{'off' if a.no_numpy_hugepage else 'numpy default'}, THP "
           f"{open('/sys/kernel/mm/transparent_hugepage/enabled').read().strip()}, "
-          f"torch imported: {'torch' in sys.modules}, affinity {sorted(os.sched_getaffinity(0))}, "
+          f"torch imported: {'torch' in sys.modules}, CPUs {affinity}, "
           f"OMP_PROC_BIND={os.environ.get('OMP_PROC_BIND', '')!r}, OMP_WAIT_POLICY="
           f"{os.environ.get('OMP_WAIT_POLICY', '')!r}, GOMP_SPINCOUNT={os.environ.get('GOMP_SPINCOUNT', '')!r}")
     print("OpenMP/BLAS libraries in this process:", ", ".join(libs))
@@ -164,7 +172,7 @@ def main():
             if time.perf_counter() - started > a.max_seconds:
                 print(f"--max-seconds {a.max_seconds}: stopped after {rep} repetitions")
                 break
-            c = cpp_rep(a.bench, names, threads, a.min_time, input_path)
+            c = cpp_rep(a.bench, names, threads, a.min_time, input_path, cpus)
             for name in names:  # the C++ benchmark's order: preset by preset, 1 then 2 threads
                 for t in threads:
                     gomp.omp_set_num_threads(t)

@@ -26,8 +26,8 @@ ldd "$D"/python/kvlab/_kvlab*.so | grep -qE "(hdf5|sz|aec).*not found" && export
   tee "$OUT/machine.log"
 
 # OpenMP settings as each side's runtime reads them at start (no benchmark runs: the filter matches none)
-OMP_DISPLAY_ENV=VERBOSE "$D/kvlab_bench_quantize" --benchmark_filter=^none$ 2>&1 | grep -E "^ +[A-Z_]+ = " >"$OUT/omp_cpp.txt"
-OMP_DISPLAY_ENV=VERBOSE "$PY" -c "from kvlab._ext import ext" 2>&1 | grep -E "^ +[A-Z_]+ = " >"$OUT/omp_py.txt"
+OMP_DISPLAY_ENV=VERBOSE "$D/kvlab_bench_quantize" --benchmark_filter=^none$ 2>&1 | grep -E "^ +(\[[a-z]+\] )?[A-Z_]+ = " >"$OUT/omp_cpp.txt"
+OMP_DISPLAY_ENV=VERBOSE "$PY" -c "from kvlab._ext import ext" 2>&1 | grep -E "^ +(\[[a-z]+\] )?[A-Z_]+ = " >"$OUT/omp_py.txt"
 if cmp -s "$OUT/omp_cpp.txt" "$OUT/omp_py.txt"; then echo "OpenMP settings: the same on both sides"
 else echo "OpenMP settings differ:"; diff "$OUT/omp_cpp.txt" "$OUT/omp_py.txt"; fi | tee -a "$OUT/machine.log"
 
