@@ -17,7 +17,7 @@ then per call and side (medians): the calling thread's and the OpenMP workers' t
 and waiting for one, the host's steal time, context switches, page faults and CPU seconds,
 and how many distinct CPUs the calling thread and the worker used over the repetitions
 (benchmarks/thread_stats.*). --log writes every repetition's figures as JSON lines.
---cpus pins both sides to the same CPUs (affinity of this process, inherited by the C++
+--same-malloc gives both sides the same malloc policy (see SAME_MALLOC). --cpus pins both sides to the same CPUs (affinity of this process, inherited by the C++
 processes; OMP_PROC_BIND=close over one place per CPU), so thread placement is the same on
 both sides. --max-seconds stops starting repetitions after that long (the tables cover the
 repetitions done).
@@ -39,6 +39,11 @@ import numpy as np
 import thread_stats
 
 SHAPE = (32, 32768, 128)
+# --same-malloc: glibc keeps freed outputs below 32 MB (the 4 MB scale and zero arrays) for the
+# next call in both processes. By default its dynamic mmap threshold does so in the C++ benchmark
+# after its first call but not in this process (its heap's history differs): ~2,000 more page
+# faults per call here. The 33.5 MB codes are above glibc's mmap maximum: fresh pages on both sides.
+SAME_MALLOC = "glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=1073741824"
 DIAG = ("main_run_ms", "main_wait_ms", "omp_run_ms", "omp_wait_ms", "steal_ms", "nivcsw", "nvcsw", "minflt",
         "user_s", "sys_s")
 
@@ -116,9 +121,13 @@ def main():
     p.add_argument("--max-seconds", type=float, default=float("inf"), help="start no repetition after this long")
     p.add_argument("--cpus", default="", help="pin both sides to these CPUs, comma-separated (e.g. 2,3)")
     p.add_argument("--log", default="", help="write every repetition's figures here (JSON lines)")
+    p.add_argument("--same-malloc", action="store_true",
+                   help=f"run both sides with GLIBC_TUNABLES={SAME_MALLOC} (restarts this script with it)")
     p.add_argument("--no-numpy-hugepage", action="store_true",
                    help="numpy does not madvise(MADV_HUGEPAGE) the input (as the C++ side's std::vector)")
     a = p.parse_args()
+    if a.same_malloc and os.environ.get("GLIBC_TUNABLES") != SAME_MALLOC:  # read by glibc at start only
+        os.execve(sys.executable, [sys.executable] + sys.argv, dict(os.environ, GLIBC_TUNABLES=SAME_MALLOC))
     names = a.presets.split(",")
     for name in names:
         if not re.fullmatch(r"[\w-]+/[KV]", name):
@@ -147,6 +156,7 @@ def main():
           f"{'off' if a.no_numpy_hugepage else 'numpy default'}, THP "
           f"{open('/sys/kernel/mm/transparent_hugepage/enabled').read().strip()}, "
           f"torch imported: {'torch' in sys.modules}, CPUs {affinity}, "
+          f"GLIBC_TUNABLES={os.environ.get('GLIBC_TUNABLES', '')!r}, "
           f"OMP_PROC_BIND={os.environ.get('OMP_PROC_BIND', '')!r}, OMP_WAIT_POLICY="
           f"{os.environ.get('OMP_WAIT_POLICY', '')!r}, GOMP_SPINCOUNT={os.environ.get('GOMP_SPINCOUNT', '')!r}")
     print("OpenMP/BLAS libraries in this process:", ", ".join(libs))
@@ -158,8 +168,8 @@ def main():
         m = kvlab.Method(preset)
         specs[name] = m.key_quantizer if role == "K" else m.value_quantizer
     for t in threads:  # starts OpenMP's workers (the C++ process starts them in its first 2-thread call)
-        gomp.omp_set_num_threads(t)
-        kvlab.quantize(x[:1], specs[names[0]])
+        gomp.omp_set_num_threads(t)  # and grows the heap to the outputs' size once (--same-malloc keeps it)
+        kvlab.quantize(x, specs[names[0]])
     print(f"threads of this process: {len(os.listdir('/proc/self/task'))}; input {SHAPE} float16 "
           f"({x.nbytes / 1e6:.0f} MB, the same values on both sides); threads {threads}; up to {a.reps} "
           f"alternating repetitions, min time {a.min_time} s per (preset, threads) and side")
