@@ -42,7 +42,7 @@ SHAPE = (32, 32768, 128)
 # --same-malloc: glibc keeps freed outputs below 32 MB (the 4 MB scale and zero arrays) for the
 # next call in both processes. By default its dynamic mmap threshold does so in the C++ benchmark
 # after its first call but not in this process (its heap's history differs): ~2,000 more page
-# faults per call here. The 33.5 MB codes are above glibc's mmap maximum: fresh pages on both sides.
+# faults per call here. The 32 MiB codes reach glibc's largest mmap threshold: fresh pages on both sides.
 SAME_MALLOC = "glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=1073741824"
 DIAG = ("main_run_ms", "main_wait_ms", "omp_run_ms", "omp_wait_ms", "steal_ms", "nivcsw", "nvcsw", "minflt",
         "user_s", "sys_s")
