@@ -17,10 +17,10 @@ then per call and side (medians): the calling thread's and the OpenMP workers' t
 and waiting for one, the host's steal time, context switches, page faults and CPU seconds,
 and how many distinct CPUs the calling thread and the worker used over the repetitions
 (benchmarks/thread_stats.*). --log writes every repetition's figures as JSON lines.
---same-malloc gives both sides the same malloc policy (see SAME_MALLOC). --cpus pins both sides to the same CPUs (affinity of this process, inherited by the C++
-processes; OMP_PROC_BIND=close over one place per CPU), so thread placement is the same on
-both sides. --max-seconds stops starting repetitions after that long (the tables cover the
-repetitions done).
+--same-malloc gives both sides the same malloc policy (see SAME_MALLOC). --cpus pins both
+sides to the same CPUs (this process's affinity, and the C++ processes'; OMP_PROC_BIND=close
+over one place per CPU), so thread placement is the same on both sides. --max-seconds stops
+starting repetitions after that long (the tables cover the repetitions done).
 """
 import argparse
 import ctypes
@@ -42,7 +42,8 @@ SHAPE = (32, 32768, 128)
 # --same-malloc: glibc keeps freed outputs below 32 MB (the 4 MB scale and zero arrays) for the
 # next call in both processes. By default its dynamic mmap threshold does so in the C++ benchmark
 # after its first call but not in this process (its heap's history differs): ~2,000 more page
-# faults per call here. The 32 MiB codes reach glibc's largest mmap threshold: fresh pages on both sides.
+# faults per call here. The 32 MiB codes reach glibc's largest mmap threshold: fresh pages on
+# both sides.
 SAME_MALLOC = "glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=1073741824"
 DIAG = ("main_run_ms", "main_wait_ms", "omp_run_ms", "omp_wait_ms", "steal_ms", "nivcsw", "nvcsw", "minflt",
         "user_s", "sys_s")
