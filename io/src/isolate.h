@@ -16,6 +16,11 @@ namespace kvlab::detail {
 void run_isolated(const std::function<void()>& fn, const std::string& what, double cpu_seconds,
                   uint64_t memory = 64ull << 20);
 
+// The same, returning the bytes fn returned in the child (at most `memory` of them): how the
+// child hands what it parsed to the kvlab process, which then needs no libhdf5 call on the file.
+std::string run_isolated_result(const std::function<std::string()>& fn, const std::string& what,
+                                double cpu_seconds, uint64_t memory = 64ull << 20);
+
 // CPU budget of the child for a file of `bytes`: 0.5 s, plus 1 s per GiB.
 double isolated_cpu_budget(uint64_t bytes);
 
