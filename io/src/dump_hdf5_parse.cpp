@@ -118,15 +118,22 @@ void Parser::check_dataset(int64_t layer, Role role) {
   const size_t size = H5Tget_size(type.get());
   h5::check_storage(ds.get(), size, path_ + ": " + name);
   const std::string tag = h5::read_string_attr(ds.get(), "dtype", path_ + ": " + name).value_or("");
-  if (cls == H5T_FLOAT && size == 4)
+  auto is = [&](std::initializer_list<hid_t> known) {
+    for (hid_t k : known)
+      if (H5Tequal(type.get(), k) > 0) return true;
+    return false;
+  };
+  // Bit patterns kvlab decodes itself, either byte order: bfloat16 as 16-bit integers of either sign.
+  if (is({H5T_IEEE_F32LE, H5T_IEEE_F32BE}))
     m_.stored.push_back(Stored::F32);
   else if (h5::is_half_type(type.get()))
     m_.stored.push_back(Stored::F16);
-  else if (cls == H5T_INTEGER && size == 2 && tag == "bfloat16")
+  else if (is({H5T_STD_U16LE, H5T_STD_U16BE, H5T_STD_I16LE, H5T_STD_I16BE}) && tag == "bfloat16")
     m_.stored.push_back(Stored::BF16);
   else
-    fail(name + " has an unsupported element type (class " + std::to_string((int)cls) + ", " + std::to_string(size) +
-         " bytes, dtype attribute '" + tag + "'); expected float32, float16, or uint16 with dtype=bfloat16");
+    fail(name + " has an unsupported element type (class " + std::to_string((int)cls) + ", " +
+         std::to_string(size) + " bytes, dtype attribute '" + tag +
+         "'); expected IEEE float32 or float16, or 16-bit integers with dtype=bfloat16");
   m_.plans.push_back(plan_values(ds.get(), type.get(), file_bytes_, path_ + ": " + name));
 }
 

@@ -78,7 +78,7 @@ class Hdf5Dump final : public DumpReader {
 
  private:
   Tensor load(int64_t layer, Role role, int64_t head) const;
-  void read_with_libhdf5(const std::string& name, Stored st, const ValuePlan& p, int64_t h0, int64_t nh,
+  void read_with_libhdf5(const std::string& name, const ValuePlan& p, int64_t h0, int64_t nh,
                          void* raw) const;
 
   std::string path_;
@@ -101,7 +101,7 @@ Tensor Hdf5Dump::load(int64_t layer, Role role, int64_t head) const {
   std::vector<uint16_t> bits(st == Stored::F32 ? 0 : out.data.size());
   void* raw = st == Stored::F32 ? (void*)out.data.data() : (void*)bits.data();
   if (plan.layout == ValuePlan::Layout::Libhdf5)
-    read_with_libhdf5(name, st, plan, h0, heads, raw);
+    read_with_libhdf5(name, plan, h0, heads, raw);
   else
     read_planned(fd_, plan, h0, heads, raw, path_ + ": " + name);
   if (st == Stored::F16)
@@ -113,8 +113,8 @@ Tensor Hdf5Dump::load(int64_t layer, Role role, int64_t head) const {
 }
 
 // libhdf5 reads into memory shared with a child process, which a corrupt file can only crash.
-void Hdf5Dump::read_with_libhdf5(const std::string& name, Stored st, const ValuePlan& p, int64_t h0,
-                                 int64_t nh, void* raw) const {
+void Hdf5Dump::read_with_libhdf5(const std::string& name, const ValuePlan& p, int64_t h0, int64_t nh,
+                                 void* raw) const {
   const std::string where = path_ + ": " + name;
   const int64_t T = m_.info.tokens, D = m_.info.head_dim;
   const size_t bytes = (size_t)(nh * T * D * p.elem);
@@ -138,16 +138,17 @@ void Hdf5Dump::read_with_libhdf5(const std::string& name, Stored st, const Value
         Id file(H5Fopen(path_.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
         Id ds(file.valid() ? H5Dopen2(file.get(), name.c_str(), H5P_DEFAULT) : H5I_INVALID_HID);
         if (!ds.valid()) throw std::runtime_error(where + ": cannot open the dataset again");
-        Id mem_type = st == Stored::F16
-                          ? h5::half_type()
-                          : Id(H5Tcopy(st == Stored::F32 ? H5T_NATIVE_FLOAT : H5T_NATIVE_UINT16));
+        // The stored bits in host order (bfloat16 in an integer type of either sign: no clamping).
+        Id stored(H5Dget_type(ds.get())), mem_type(H5Tcopy(stored.get()));
+        if (H5Tset_order(mem_type.get(), H5Tget_order(H5T_NATIVE_INT)) < 0)
+          throw std::runtime_error(where + ": unreadable element type");
         Id file_space(H5Dget_space(ds.get()));
         const hsize_t start[3] = {(hsize_t)h0, 0, 0}, count[3] = {(hsize_t)nh, (hsize_t)T, (hsize_t)D};
         H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start, nullptr, count, nullptr);
         Id mem_space(H5Screate_simple(3, count, nullptr));
         if (H5Dread(ds.get(), mem_type.get(), mem_space.get(), file_space.get(), H5P_DEFAULT, shared) < 0)
-          throw std::runtime_error(where + ": cannot read (" + p.why +
-                                   ", read by libhdf5): truncated or corrupt file?");
+          throw std::runtime_error(where + ": libhdf5 cannot read it (" + p.why +
+                                   "): a corrupt file, or a filter this libhdf5 lacks?");
       },
       where, cpu, memory);
   std::memcpy(raw, shared, bytes);

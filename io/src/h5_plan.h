@@ -22,7 +22,7 @@ struct ChunkRef {
 struct ValuePlan {
   enum class Layout : int32_t { Contiguous, Chunked, Libhdf5 };
   Layout layout = Layout::Libhdf5;
-  std::string why;  // Libhdf5: what kvlab's decoder does not take
+  std::string why;   // Libhdf5: what kvlab's decoder does not take
   int32_t elem = 0;  // stored bytes per element: 2 or 4
   bool big_endian = false;
   std::vector<int32_t> filters;  // pipeline order; only H5Z_FILTER_SHUFFLE and H5Z_FILTER_DEFLATE
@@ -34,8 +34,8 @@ struct ValuePlan {
   uint64_t chunk_bytes() const { return (uint64_t)chunk[0] * chunk[1] * chunk[2] * elem; }
 };
 
-// Child side. `raw_type` is the stored element type (2- or 4-byte float or 16-bit unsigned
-// integer, LE or BE); anything else, compact storage, other filters or edge chunks left
+// Child side. `raw_type` is the stored element type, one kvlab decodes as bits (IEEE float32 or
+// float16, 16-bit integers; LE or BE). Compact storage, other filters and edge chunks left
 // unfiltered are planned as Libhdf5. External files and virtual datasets are refused (a dump
 // must not make kvlab read other files). Throws naming `where`.
 ValuePlan plan_values(hid_t ds, hid_t raw_type, uint64_t file_bytes, const std::string& where);

@@ -5,22 +5,14 @@
 #include "h5_util.h"
 
 namespace kvlab::detail {
-namespace {
-
-bool plain_type(hid_t t) {
-  for (hid_t known : {H5T_IEEE_F32LE, H5T_IEEE_F32BE, H5T_STD_U16LE, H5T_STD_U16BE})
-    if (H5Tequal(t, known) > 0) return true;
-  return h5::is_half_type(t);
-}
-
-}  // namespace
 
 ValuePlan plan_values(hid_t ds, hid_t raw_type, uint64_t file_bytes, const std::string& where) {
   auto fail = [&](const std::string& what) { throw std::runtime_error(where + ": " + what); };
   ValuePlan p;
   h5::Id space(H5Dget_space(ds));
   hsize_t dims[3];
-  if (H5Sget_simple_extent_ndims(space.get()) != 3 || H5Sget_simple_extent_dims(space.get(), dims, nullptr) != 3)
+  if (H5Sget_simple_extent_ndims(space.get()) != 3 ||
+      H5Sget_simple_extent_dims(space.get(), dims, nullptr) != 3)
     fail("unreadable dataspace");
   for (int i = 0; i < 3; ++i) p.dims[i] = (int64_t)dims[i];
   p.elem = (int32_t)H5Tget_size(raw_type);
@@ -36,7 +28,6 @@ ValuePlan plan_values(hid_t ds, hid_t raw_type, uint64_t file_bytes, const std::
     p.why = why;
     return p;
   };
-  if (!plain_type(raw_type)) return libhdf5("its element type is not IEEE float32/float16 or uint16");
   if (layout == H5D_COMPACT) return libhdf5("compact storage");
   if (layout == H5D_CONTIGUOUS) {
     const haddr_t addr = H5Dget_offset(ds);
@@ -61,7 +52,8 @@ ValuePlan plan_values(hid_t ds, hid_t raw_type, uint64_t file_bytes, const std::
     unsigned flags = 0, cd[8];
     size_t ncd = 8;
     char name[64] = "";
-    const H5Z_filter_t id = H5Pget_filter2(dcpl.get(), (unsigned)i, &flags, &ncd, cd, sizeof name, name, nullptr);
+    const H5Z_filter_t id =
+        H5Pget_filter2(dcpl.get(), (unsigned)i, &flags, &ncd, cd, sizeof name, name, nullptr);
     const bool shuffle_ok = id == H5Z_FILTER_SHUFFLE && ncd >= 1 && cd[0] == (unsigned)p.elem;
     if (id != H5Z_FILTER_DEFLATE && !shuffle_ok)
       return libhdf5("filter " + std::to_string((int)id) + " (" + std::string(name) + ")");
@@ -77,13 +69,14 @@ ValuePlan plan_values(hid_t ds, hid_t raw_type, uint64_t file_bytes, const std::
   p.chunks.resize(n);
   for (uint64_t k = 0; k < n; ++k) {
     const hsize_t at[3] = {(hsize_t)(k / (p.grid(1) * p.grid(2)) * p.chunk[0]),
-                           (hsize_t)(k / p.grid(2) % p.grid(1) * p.chunk[1]), (hsize_t)(k % p.grid(2) * p.chunk[2])};
+                           (hsize_t)(k / p.grid(2) % p.grid(1) * p.chunk[1]),
+                           (hsize_t)(k % p.grid(2) * p.chunk[2])};
     unsigned mask = 0;
     haddr_t addr = HADDR_UNDEF;
     hsize_t size = 0;
     if (H5Dget_chunk_info_by_coord(ds, at, &mask, &addr, &size) < 0 || addr == HADDR_UNDEF || size == 0)
-      fail("the chunk at (" + std::to_string(at[0]) + ", " + std::to_string(at[1]) + ", " + std::to_string(at[2]) +
-           ") is missing (truncated or corrupt file?)");
+      fail("the chunk at (" + std::to_string(at[0]) + ", " + std::to_string(at[1]) + ", " +
+           std::to_string(at[2]) + ") is missing (truncated or corrupt file?)");
     p.chunks[k] = {addr, size, mask};
   }
   return p;

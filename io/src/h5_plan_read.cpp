@@ -17,9 +17,9 @@ namespace {
 void check_extent(uint64_t addr, uint64_t bytes, uint64_t file_bytes, const std::string& where) {
   uint64_t end;
   if (__builtin_add_overflow(addr, bytes, &end) || end > file_bytes)
-    throw std::runtime_error(where + ": values at byte " + std::to_string(addr) + " (" + std::to_string(bytes) +
-                             " bytes) lie past the end of the file (" + std::to_string(file_bytes) +
-                             " bytes): truncated or corrupt file");
+    throw std::runtime_error(where + ": values at byte " + std::to_string(addr) + " (" +
+                             std::to_string(bytes) + " bytes) lie past the end of the file (" +
+                             std::to_string(file_bytes) + " bytes): truncated or corrupt file");
 }
 
 void pread_all(int fd, uint8_t* out, uint64_t bytes, uint64_t addr, const std::string& where) {
@@ -27,7 +27,8 @@ void pread_all(int fd, uint8_t* out, uint64_t bytes, uint64_t addr, const std::s
     const ssize_t n = pread(fd, out, std::min<uint64_t>(bytes, 1u << 30), (off_t)addr);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) throw std::runtime_error(where + ": cannot read: " + std::strerror(errno));
-    if (n == 0) throw std::runtime_error(where + ": the file ended at byte " + std::to_string(addr) + " (truncated?)");
+    if (n == 0)
+      throw std::runtime_error(where + ": the file ended at byte " + std::to_string(addr) + " (truncated?)");
     out += n;
     bytes -= (uint64_t)n;
     addr += (uint64_t)n;
@@ -58,7 +59,8 @@ ValuePlan get_plan(WireIn& r, uint64_t file_bytes, const std::string& where) {
   p.chunks = r.get_vector<ChunkRef>();
   uint64_t numel = 1;
   for (int i = 0; i < 3; ++i)
-    if (p.dims[i] <= 0 || __builtin_mul_overflow(numel, (uint64_t)p.dims[i], &numel)) fail("malformed value plan");
+    if (p.dims[i] <= 0 || __builtin_mul_overflow(numel, (uint64_t)p.dims[i], &numel))
+      fail("malformed value plan");
   if (p.elem != 2 && p.elem != 4) fail("malformed value plan");
   uint64_t bytes;
   if (__builtin_mul_overflow(numel, (uint64_t)p.elem, &bytes)) fail("its byte count overflows");
@@ -77,8 +79,8 @@ ValuePlan get_plan(WireIn& r, uint64_t file_bytes, const std::string& where) {
     check_extent(c.addr, c.bytes, file_bytes, where);
     // Deflate inflates at most 1032-fold: a larger claim is corrupt, refused before the buffer.
     if (c.bytes == 0 || p.chunk_bytes() / 2048 > c.bytes)
-      fail("a chunk of " + std::to_string(c.bytes) + " stored bytes cannot hold " + std::to_string(p.chunk_bytes()) +
-           " (corrupt chunk index?)");
+      fail("a chunk of " + std::to_string(c.bytes) + " stored bytes cannot hold " +
+           std::to_string(p.chunk_bytes()) + " (corrupt chunk index?)");
   }
   return p;
 }

@@ -57,7 +57,8 @@ hid_t half(H5T_order_t order) {  // IEEE float16 as h5py builds it
 enum class Kind { F32, F16, BF16 };
 
 // One layer, q/k/v stored as `file_type` with the creation properties `setup` gives.
-void write_dump(const std::string& path, hid_t file_type, Kind kind, const std::function<void(hid_t)>& setup) {
+void write_dump(const std::string& path, hid_t file_type, Kind kind,
+                const std::function<void(hid_t)>& setup) {
   hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   ASSERT_GE(f, 0);
   string_attr(f, "format", "kvlab-kv-dump");
@@ -84,7 +85,9 @@ void write_dump(const std::string& path, hid_t file_type, Kind kind, const std::
     for (int64_t i = 0; i < n; ++i) bits[i] = bf16_bits(x[i] = value(r, i));
     if (kind == Kind::BF16) {
       string_attr(ds, "dtype", "bfloat16");
-      ASSERT_GE(H5Dwrite(ds, H5T_NATIVE_UINT16, H5S_ALL, H5S_ALL, H5P_DEFAULT, bits.data()), 0);
+      // The same bits into a signed or unsigned type: no conversion.
+      const hid_t mem = H5Tget_sign(file_type) == H5T_SGN_2 ? H5T_NATIVE_INT16 : H5T_NATIVE_UINT16;
+      ASSERT_GE(H5Dwrite(ds, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, bits.data()), 0);
     } else {
       ASSERT_GE(H5Dwrite(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, x.data()), 0);
     }
@@ -164,7 +167,9 @@ TEST(Hdf5Layouts, Float16AndBfloat16BothByteOrders) {
     expect_values(dir.file("d.h5"));
     H5Tclose(t);
   }
-  for (hid_t t : {H5T_STD_U16LE, H5T_STD_U16BE}) {
+  // bfloat16 bits in 16-bit integers of either sign (torch's bfloat16 viewed as int16): the
+  // negative values are bits, not numbers to clamp.
+  for (hid_t t : {H5T_STD_U16LE, H5T_STD_U16BE, H5T_STD_I16LE, H5T_STD_I16BE}) {
     write_dump(dir.file("d.h5"), t, Kind::BF16, [](hid_t p) {
       chunks(p, 2, 16, 8);
       H5Pset_shuffle(p);
@@ -183,6 +188,8 @@ TEST(Hdf5Layouts, CompactAndFletcher32ReadByLibhdf5InAChild) {
     H5Pset_shuffle(p);
     H5Pset_fletcher32(p);
   });
+  expect_values(dir.file("d.h5"));
+  write_dump(dir.file("d.h5"), H5T_STD_I16BE, Kind::BF16, [](hid_t p) { H5Pset_layout(p, H5D_COMPACT); });
   expect_values(dir.file("d.h5"));
 }
 
