@@ -168,9 +168,9 @@ patched_pt("pt_storage_longer_than_record.pt", b"X\x03\x00\x00\x00cpuq\x06K\xa0"
 def small_dump(name, **ds_args):
     path = out("dump", name)
     with h5py.File(path, "w", libver="earliest") as f:
-        dump_attrs(f, 64)
+        dump_attrs(f, 512)  # enough tokens for boost-sweep to read the values
         for r in "qkv":
-            x = (np.arange(64 * 8, dtype=np.float32).reshape(1, 64, 8) % 13) / 4
+            x = (np.arange(512 * 8, dtype=np.float32).reshape(1, 512, 8) % 13) / 4
             f.create_dataset("layers/0/" + r, data=x, **ds_args)
         chunk = [f["layers/0/" + r].id.get_chunk_info(0) for r in "qkv"] if "chunks" in ds_args else None
         contiguous = f["layers/0/v"].id.get_offset()
@@ -201,7 +201,7 @@ path, cs, _ = small_dump("hdf5_chunk_size_past_eof.h5", chunks=(1, 16, 8), shuff
 patch(path, first_chunk(cs[2]), first_chunk(cs[2], size=0x7FFFFFF0))
 # Contiguous values starting 16 bytes before the end of the file.
 path, _, addr = small_dump("hdf5_contiguous_past_eof.h5")
-patch(path, struct.pack("<QQ", addr, 64 * 8 * 4), struct.pack("<QQ", os.path.getsize(path) - 16, 64 * 8 * 4))
+patch(path, struct.pack("<QQ", addr, 512 * 8 * 4), struct.pack("<QQ", os.path.getsize(path) - 16, 512 * 8 * 4))
 # The filter pipeline naming filter 32000 instead of deflate (1): only libhdf5 could read it.
 path, _, _ = small_dump("hdf5_filter_unknown.h5", chunks=(1, 16, 8), compression="gzip")
 # Filter pipeline message v1: version 1, 1 filter, 6 reserved bytes, then id 1 (deflate).
