@@ -1,6 +1,7 @@
 // Internal: parsing of untrusted HDF5 (and torch.save) files in a child process. libhdf5 1.10 crashes, aborts
-// or loops forever on some corrupt files (docs/RELIABILITY.md lists what it reaches); kvlab opens and
-// validates a file in a forked child with a CPU-time and memory limit first, and only a file the child got
+// or loops forever on some corrupt files (docs/RELIABILITY.md lists what it reaches); kvlab parses a file
+// in a forked child with a CPU-time and memory limit. HDF5 dumps and codebook files: the child sends what
+// it parsed and the kvlab process calls no libhdf5 on the file; torch.save files: only a file the child got
 // through is opened in the kvlab process (the same calls on the same bytes).
 #pragma once
 #include <cstdint>
