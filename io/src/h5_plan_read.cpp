@@ -108,11 +108,13 @@ void read_planned(int fd, const ValuePlan& p, int64_t h0, int64_t nh, void* out,
         const int64_t h_lo = std::max(h0, c0 * p.chunk[0]), h_hi = std::min(h0 + nh, (c0 + 1) * p.chunk[0]);
         const int64_t t_lo = c1 * p.chunk[1], t_hi = std::min(T, t_lo + p.chunk[1]);
         const int64_t d_lo = c2 * p.chunk[2], d_hi = std::min(D, d_lo + p.chunk[2]);
+        const bool whole_rows =
+            d_lo == 0 && d_hi == D && p.chunk[2] == D;  // (.., t, D) chunks: one copy a head
         for (int64_t h = h_lo; h < h_hi; ++h)
-          for (int64_t t = t_lo; t < t_hi; ++t)
+          for (int64_t t = t_lo; t < t_hi; t = whole_rows ? t_hi : t + 1)
             std::memcpy(dst + (((h - h0) * T + t) * D + d_lo) * elem,
                         raw.data() + (((h - c0 * p.chunk[0]) * p.chunk[1] + (t - t_lo)) * p.chunk[2]) * elem,
-                        (d_hi - d_lo) * elem);
+                        (whole_rows ? (t_hi - t) * D : d_hi - d_lo) * elem);
       } catch (const std::exception& e) {
 #pragma omp critical
         error = e.what();
