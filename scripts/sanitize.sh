@@ -34,7 +34,7 @@ cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITH
 # libtorch (the .pt plugin) is not instrumented: its new/delete pairs look mismatched to ASan.
 export ASAN_OPTIONS=${ASAN_OPTIONS:-alloc_dealloc_mismatch=0:detect_leaks=1} UBSAN_OPTIONS=print_stacktrace=1
 if [ $scope = inputs ]; then
-  targets=(kvlab $(for t in npy zip npz dump codebook llama2c tokenizer spec; do echo fuzz_$t; done)
+  targets=(kvlab $(for t in npy zip npz dump codebook llama2c tokenizer spec hf_checkpoint; do echo fuzz_$t; done)
            $(ls tests/{core,io,models,vq}/*_test.cpp | xargs -n1 basename | sed 's/\.cpp$//'))
   cmake --build "$dir" -j"$(nproc)" --target "${targets[@]}"
   # Not the 700 libhdf5 mutants: uninstrumented libhdf5 in a child, and kvlab's side of them is

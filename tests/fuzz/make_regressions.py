@@ -6,6 +6,7 @@ them to the fuzz targets, and tests/io/hostile_cli_test.py to the CLI under a me
 Run from anywhere: /usr/bin/python3 tests/fuzz/make_regressions.py
 """
 import io
+import json
 import os
 import re
 import struct
@@ -211,3 +212,27 @@ patch(path, b"\x01\x01\0\0\0\0\0\0\x01\0", b"\x01\x01\0\0\0\0\0\0\x00\x7d", coun
 path, _, _ = small_dump("hdf5_float_fields_overlap.h5", chunks=(1, 16, 8))
 ieee = struct.pack("<HHBBBBI", 0, 32, 23, 8, 0, 23, 127)
 patch(path, ieee, struct.pack("<HHBBBBI", 0, 32, 23, 8, 0, 30, 127), count=3)
+
+
+# Seeds of fuzz_hf_checkpoint: a small safetensors file (F32, F16, BF16, I64 tensors) and the
+# reference model's config.json.
+def safetensors(path, tensors):
+    header, data = {}, b""
+    for name, (dtype, shape, raw) in tensors.items():
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + data)
+
+
+safetensors(out("hf_checkpoint", "small.safetensors"), {
+    "a": ("F32", [2, 3], np.arange(6, dtype="<f4").tobytes()),
+    "b": ("F16", [4], np.arange(4, dtype="<f2").tobytes()),
+    "c": ("BF16", [2], struct.pack("<HH", 0x3F80, 0xC000)),
+    "d": ("I64", [1], struct.pack("<q", 7)),
+})
+with open(os.path.join(HERE, "..", "..", "data", "kvlab-ref-18m", "config.json"), "rb") as src:
+    with open(out("hf_checkpoint", "config.json"), "wb") as f:
+        f.write(src.read())
