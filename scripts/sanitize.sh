@@ -46,12 +46,18 @@ if [ $scope = inputs ]; then
 else
   cmake --build "$dir" -j"$(nproc)"
   # cli_hostile_inputs: as above. hf_capture, reference_model_recipe: Python alone, no kvlab code.
-  labels=(-E '^(cli_hostile_inputs|hf_capture|reference_model_recipe)$')
+  # cli_mpi: below, without leak detection.
+  labels=(-E '^(cli_hostile_inputs|hf_capture|reference_model_recipe|cli_mpi)$')
 fi
 built=$(date +%s)
 echo "sanitize.sh: configure and build $((built - start)) s"
 cd "$dir"
 rc=0
 ctest --output-on-failure -j"$(nproc)" --timeout 1200 "${labels[@]}" "$@" || rc=$?
+# OpenMPI 4.1 leaves its own allocations (libmpi, libopen-pal, MCA components it has unloaded)
+# at MPI_Finalize, which LeakSanitizer reports; the MPI test keeps every other check.
+if [ $scope = all ] && [ $# = 0 ]; then
+  ASAN_OPTIONS=$ASAN_OPTIONS:detect_leaks=0 ctest --output-on-failure --timeout 1200 -R '^cli_mpi$' || rc=$?
+fi
 echo "sanitize.sh: tests $(($(date +%s) - built)) s (exit $rc)"
 exit $rc
