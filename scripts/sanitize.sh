@@ -5,8 +5,8 @@
 #   scripts/sanitize.sh --inputs   only what parses outside input and does the arithmetic: the
 #                                  core, io, models and vq unit tests, and the command line on
 #                                  hostile input (ctest label "inputs") but the libhdf5 mutant
-#                                  corpus, without the libtorch plugin (fuzz.sh checks it): what
-#                                  test.sh runs in CI
+#                                  corpus, without the libtorch plugin (fuzz.sh checks it)
+# test.sh runs the whole suite in CI (KVLAB_SANITIZE=inputs there: the smaller scope).
 # -O1 -g1: the level ASan's documentation recommends, and line tables only (file:line in reports),
 # for the libraries; -O0 for the CLI's and the tests' own files (KVLAB_FRONTEND_FLAGS): their
 # CLI11 and GoogleTest header code costs half the build at -O1 and little of the test run.
