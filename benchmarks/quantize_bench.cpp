@@ -18,6 +18,7 @@
 #include "kvlab/npy.h"
 #include "kvlab/quantizer.h"
 #include "kvlab/threads.h"
+#include "thread_stats.h"
 
 namespace {
 
@@ -42,15 +43,16 @@ const std::vector<uint16_t>& input() {
   return x;
 }
 
-// Minor page faults, user and system CPU seconds of the process so far (all threads).
+// Minor page faults, user and system CPU seconds, voluntary and involuntary context switches of
+// the process so far (all threads).
 struct Usage {
-  double minflt, user, sys;
+  double minflt, user, sys, nvcsw, nivcsw;
 };
 Usage usage() {
   rusage r{};
   getrusage(RUSAGE_SELF, &r);
   return {(double)r.ru_minflt, r.ru_utime.tv_sec + r.ru_utime.tv_usec * 1e-6,
-          r.ru_stime.tv_sec + r.ru_stime.tv_usec * 1e-6};
+          r.ru_stime.tv_sec + r.ru_stime.tv_usec * 1e-6, (double)r.ru_nvcsw, (double)r.ru_nivcsw};
 }
 
 kvlab::QuantizerSpec quantizer_of(const std::string& preset, bool key) {
@@ -62,13 +64,29 @@ void BM_Quantize(benchmark::State& st, std::string preset, bool key) {
   const kvlab::ScopedThreads threads((int)st.range(0));
   const kvlab::TensorView x{input().data(), kvlab::DType::F16, kShape};
   const auto spec = quantizer_of(preset, key);
+  const auto t0 = bench::thread_samples();
+  const double steal0 = bench::steal_ms();
   const Usage u0 = usage();
   for (auto _ : st) benchmark::DoNotOptimize(kvlab::quantize(x, spec));
   const Usage u1 = usage();
-  // per call: page faults (fresh output vectors are touched first here) and where CPU time goes
-  st.counters["minflt"] = benchmark::Counter(u1.minflt - u0.minflt, benchmark::Counter::kAvgIterations);
-  st.counters["user_s"] = benchmark::Counter(u1.user - u0.user, benchmark::Counter::kAvgIterations);
-  st.counters["sys_s"] = benchmark::Counter(u1.sys - u0.sys, benchmark::Counter::kAvgIterations);
+  const double steal1 = bench::steal_ms();
+  const bench::ThreadDelta td = bench::thread_delta(t0, bench::thread_samples());
+  // per call: page faults (fresh output vectors are touched first here) and where CPU time goes;
+  // per thread (benchmarks/thread_stats.h): the calling thread's and OpenMP's workers' time on a
+  // CPU and waiting for one, and where they last ran (python_quantize.py reads the same)
+  const auto per_call = [&](double v) { return benchmark::Counter(v, benchmark::Counter::kAvgIterations); };
+  st.counters["minflt"] = per_call(u1.minflt - u0.minflt);
+  st.counters["user_s"] = per_call(u1.user - u0.user);
+  st.counters["sys_s"] = per_call(u1.sys - u0.sys);
+  st.counters["nvcsw"] = per_call(u1.nvcsw - u0.nvcsw);
+  st.counters["nivcsw"] = per_call(u1.nivcsw - u0.nivcsw);
+  st.counters["steal_ms"] = per_call(steal1 - steal0);
+  st.counters["main_run_ms"] = per_call(td.main_run);
+  st.counters["main_wait_ms"] = per_call(td.main_wait);
+  st.counters["omp_run_ms"] = per_call(td.other_run);
+  st.counters["omp_wait_ms"] = per_call(td.other_wait);
+  st.counters["main_cpu"] = td.main_cpu;
+  st.counters["omp_cpu"] = td.other_cpu;
   st.SetBytesProcessed(st.iterations() * (int64_t)input().size() * 2);
   st.SetLabel(kvlab::to_string(spec));
 }

@@ -6,6 +6,8 @@
 // and counts for reorder; both give the CPU's results bit for bit (kvlab-gpu-kmeans --validate).
 #include <chrono>
 #include <cstdio>
+#include <future>
+#include <memory>
 #include <stdexcept>
 
 #include "cli_options.h"
@@ -54,34 +56,44 @@ void check_device(const std::string& device) {
 }
 
 #ifdef KVLAB_HAVE_GPU_KMEANS
-// One stage's problems (all of one shape) on the GPU, from the CPU's starting centroids.
-std::vector<KMeansResult> gpu_kmeans_batch(const std::vector<KMeansProblem>& probs, const KMeansParams& p) {
+// One stage's problems (all of one shape) on the GPU, from the CPU's starting centroids; the time
+// of the GPU call (uploads, k-means, downloads) is added to *gpu_s.
+std::vector<KMeansResult> gpu_kmeans_batch(const std::vector<KMeansProblem>& probs, const KMeansParams& p,
+                                           double* gpu_s) {
   const gpu::KMeansShape s{(int64_t)probs.size(), probs[0].n, probs[0].d, p.k};
-  for (const auto& q : probs)
+  bool contiguous = true;  // vq_train_heads's problems lie back to back: uploaded without a copy
+  for (int64_t i = 0; i < s.problems; ++i) {
+    const auto& q = probs[i];
     if (q.n != s.n || q.d != s.d || q.weights)
       throw std::invalid_argument("--device cuda: problems differ in shape");
-  std::vector<float> x(s.problems * s.n * s.d), c(s.problems * s.k * s.d);
+    contiguous = contiguous && q.x == probs[0].x + i * s.n * s.d;
+  }
+  std::vector<float> x(contiguous ? 0 : s.problems * s.n * s.d), c(s.problems * s.k * s.d);
   // The CPU's starts (k-means++ by default), one problem per thread: a start does not depend on
   // the thread count (kmeans.h), and a layer's hundreds of problems keep every core busy.
   KMeansParams one = p;
   one.threads = 1;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(resolve_threads(p.threads))
+  const int nt = resolve_threads(p.threads);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
   for (int64_t i = 0; i < s.problems; ++i) {
     const auto& q = probs[i];
-    std::copy(q.x, q.x + s.n * s.d, &x[i * s.n * s.d]);
+    if (!contiguous) std::copy(q.x, q.x + s.n * s.d, &x[i * s.n * s.d]);
     const auto c0 =
         q.init ? std::vector<float>(q.init, q.init + p.k * q.d) : kmeans_start(q.x, q.n, q.d, one);
     std::copy(c0.begin(), c0.end(), &c[i * s.k * s.d]);
   }
-  std::vector<int32_t> a(s.problems * s.n);
-  gpu::kmeans_batch(x.data(), s, p.iters, c.data(), a.data());
+  const std::unique_ptr<int32_t[]> a(new int32_t[s.problems * s.n]);  // every entry written
+  const auto t = std::chrono::steady_clock::now();
+  gpu::kmeans_batch(contiguous ? probs[0].x : x.data(), s, p.iters, c.data(), a.get());
+  *gpu_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
   std::vector<KMeansResult> out(probs.size());
+#pragma omp parallel for schedule(static) num_threads(nt)
   for (int64_t i = 0; i < s.problems; ++i) {
     out[i].k = s.k;
     out[i].d = s.d;
     out[i].n = s.n;
     out[i].centroids.assign(c.begin() + i * s.k * s.d, c.begin() + (i + 1) * s.k * s.d);
-    out[i].assign.assign(a.begin() + i * s.n, a.begin() + (i + 1) * s.n);
+    out[i].assign.assign(a.get() + i * s.n, a.get() + (i + 1) * s.n);
   }
   return out;
 }
@@ -150,27 +162,40 @@ void train(const TrainArgs& a) {
              std::to_string(a.iters) + " --init " + a.init + " --seed " + std::to_string(a.seed);
   const int64_t T = info.tokens, D = info.head_dim, H = info.num_kv_heads, L = f.num_layers;
   // One unit per (role, layer, KV head), in file order; codebooks per head are independent.
+  // Where the time goes (seconds): generating or reading the dump, vq_train_heads (starts,
+  // gathers, k-means, codes) and within it the GPU calls, scoring the reconstruction, the file.
+  double read_s = 0, train_s = 0, gpu_s = 0, score_s = 0;
   KMeansBatchFn trainer = kmeans_batch;
 #ifdef KVLAB_HAVE_GPU_KMEANS
-  if (a.device == "cuda") trainer = gpu_kmeans_batch;
+  if (a.device == "cuda")
+    trainer = [&gpu_s](const std::vector<KMeansProblem>& probs, const KMeansParams& q) {
+      return gpu_kmeans_batch(probs, q, &gpu_s);
+    };
 #endif
-  double train_s = 0;  // in vq_train_heads: starts, k-means, residuals
+  const auto since = [](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  };
   // Codebooks of several heads, every group of a stage in one batch (a whole layer on the GPU),
   // and each head's codes of its tokens (vq_encode's, from the training's final assignments).
   std::vector<std::vector<uint8_t>> codes;
   const auto train_heads = [&](const std::vector<const float*>& xs) {
     const auto t = std::chrono::steady_clock::now();
     auto cbs = vq_train_heads(xs, T, D, spec, p, trainer, &codes);
-    train_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+    train_s += since(t);
     return cbs;
   };
+  // vq_decode's x_hat a token at a time (no T x D buffer), sums in element order.
   const auto score_head = [&](const VQCodebooks& cb, const std::vector<uint8_t>& code, const float* xh) {
     HeadBooks hb;
     hb.books = cb.data;
-    const auto xhat = vq_decode(cb, code.data(), T);
-    for (int64_t i = 0; i < T * D; ++i) {
-      hb.sq += (double)(xh[i] - xhat[i]) * (xh[i] - xhat[i]);
-      hb.ref += (double)xh[i] * xh[i];
+    std::vector<float> row(D);
+    for (int64_t t = 0; t < T; ++t) {
+      vq_decode_into(cb, &code[t * spec.stages * cb.groups()], 1, row.data());
+      for (int64_t j = 0; j < D; ++j) {
+        const float x = xh[t * D + j];
+        hb.sq += (double)(x - row[j]) * (x - row[j]);
+        hb.ref += (double)x * x;
+      }
     }
     return hb;
   };
@@ -179,13 +204,25 @@ void train(const TrainArgs& a) {
   std::vector<HeadBooks> done(units);
   const dist::World& w = dist::world();
   if (w.size == 1) {
+    // With --device cuda the next layer is read (or generated) on a second thread while the GPU
+    // trains this one; reading then counts only the wait for it.
+    const auto start_read = [&](int64_t u) {
+      return std::async(a.device == "cuda" ? std::launch::async : std::launch::deferred,
+                        [&, u] { return reader->read(lr.first + u / H % L, roles[u / (L * H)]); });
+    };
+    std::future<Tensor> next = start_read(0);
     for (int64_t u = 0; u < units; u += H) {  // a whole layer at a time
-      const Tensor x = reader->read(lr.first + u / H % L, roles[u / (L * H)]);
+      auto t = std::chrono::steady_clock::now();
+      const Tensor x = next.get();
+      if (u + H < units) next = start_read(u + H);
+      read_s += since(t);
       std::vector<const float*> xs(H);
       for (int64_t h = 0; h < H; ++h) xs[h] = &x.data[h * T * D];
       const auto cbs = train_heads(xs);
+      t = std::chrono::steady_clock::now();
 #pragma omp parallel for schedule(static) num_threads(resolve_threads(a.threads))
       for (int64_t h = 0; h < H; ++h) done[u + h] = score_head(cbs[h], codes[h], xs[h]);
+      score_s += since(t);
     }
   } else {
     const auto [first, last] = dist::unit_block(units, w.rank, w.size);
@@ -229,8 +266,9 @@ void train(const TrainArgs& a) {
     f.books.push_back(std::move(books));
     f.usage.emplace_back();
   }
+  const auto tw = std::chrono::steady_clock::now();
   write_codebook_file(a.out, f);
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double write_s = since(tw), secs = since(t0);
   std::printf(
       "%s: %s, roles %s, layers %lld-%lld, %lld kv heads, %lld groups x %d stage(s) of %lld entries: "
       "relative squared error %.6g, %.4f code bits/element (%.4f with codebooks), %.2f s (training %.2f s) "
@@ -240,6 +278,10 @@ void train(const TrainArgs& a) {
       (long long)f.num_kv_heads, (long long)f.groups(), spec.stages, (long long)spec.entries(),
       ref > 0 ? sq / ref : 0.0, vq_code_bits(spec), vq_bits_per_element(spec, T, D), secs, train_s,
       a.out.c_str());
+  if (w.size == 1)
+    std::printf(
+        "  time: reading %.2f s, training %.2f s (GPU calls %.2f s), scoring %.2f s, writing %.2f s\n",
+        read_s, train_s, gpu_s, score_s, write_s);
 }
 
 struct ReorderArgs {

@@ -43,9 +43,7 @@ export PYTHONPATH=$PWD/$B/bindings/python KVLAB_CLI=$PWD/$B/experiments/kvlab
 
 if [ $BENCH = 1 ]; then
   "$PY" benchmarks/hf_score_time.py --reps 3 2>&1 | grep -v "Loading weights" | tee "$OUT/hf.log" || status=1
-  for t in 1 2; do
-    "$PY" benchmarks/python_quantize.py --bench $B/benchmarks/kvlab_bench_quantize \
-      --presets kivi-2/K,kivi-2/V,kitty/K --threads $t --reps 7 2>&1 | tee -a "$OUT/bench.log" || status=1
-  done
+  "$PY" benchmarks/python_quantize.py --bench $B/benchmarks/kvlab_bench_quantize \
+    --presets kivi-2/K,kivi-2/V,kitty/K --threads 1,2 --reps 15 2>&1 | tee -a "$OUT/bench.log" || status=1
 fi
 exit $status

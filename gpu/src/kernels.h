@@ -61,7 +61,8 @@ const char* quantize_float(const FloatLayout& L, const void* x, InType in, DevFl
 const char* dequantize_float(const FloatLayout& L, DevFloat q, void* out, OutType o, cudaStream_t s);
 // fp8 conversions: hardware vs minifloat.h's integer code on every fp16 value (through the
 // float and the paired f16x2 instruction) and on all 2^32 floats but NaN, plus decoding of all
-// 256 codes of each format. Returns mismatches; *checked = conversions compared.
+// 256 codes of each format, singly and as the dequantize's pairs (all 2^16 pairs). Returns
+// mismatches; *checked = conversions compared.
 int64_t fp8_conversion_mismatches(int64_t* checked);
 // FP4's fast code step vs the recipe (quant_float.cu's fp4_code_check says on what).
 int64_t fp4_code_mismatches(int64_t* checked);

@@ -25,10 +25,6 @@ __device__ __forceinline__ void load8(const float* x, int64_t i, float v[8]) {
   v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w;
   v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
 }
-__device__ __forceinline__ void store8(float* out, int64_t i, const float v[8]) {
-  *reinterpret_cast<float4*>(out + i) = make_float4(v[0], v[1], v[2], v[3]);
-  *reinterpret_cast<float4*>(out + i + 4) = make_float4(v[4], v[5], v[6], v[7]);
-}
 __device__ __forceinline__ void store8(uint16_t* out, int64_t i, const float v[8]) {
   uint32_t w[4];
 #pragma unroll
@@ -43,17 +39,58 @@ __device__ __forceinline__ void store_out(uint16_t* out, int64_t i, float v) { o
 __device__ __forceinline__ unsigned abs_bits(float v) { return __float_as_uint(v) & 0x7fffffffu; }
 
 // ---- Dynamic scales: absmax per slot (atomicMax on the bits), then the scale in place.
+// Magnitudes of 32-bit words: fp16 as two packed 16-bit magnitudes (for finite x their bits order
+// like |x|; the callers reject non-finite input), fp32 as |x|'s bits.
+__device__ __forceinline__ uint32_t mag_max(const uint16_t*, uint32_t m, uint32_t w) {
+  return __vmaxu2(m, w & 0x7fff7fffu);
+}
+__device__ __forceinline__ uint32_t mag_max(const float*, uint32_t m, uint32_t w) {
+  return max(m, w & 0x7fffffffu);
+}
+__device__ __forceinline__ uint32_t elem_bits(const uint16_t* p, int64_t i) { return p[i]; }
+__device__ __forceinline__ uint32_t elem_bits(const float* p, int64_t i) { return __float_as_uint(p[i]); }
+// the accumulator as |x|'s fp32 bits (fp16: the larger magnitude, converted exactly)
+__device__ __forceinline__ unsigned mag_bits(const uint16_t*, uint32_t m) {
+  return abs_bits(half_to_float((uint16_t)max(m & 0xffffu, m >> 16)));
+}
+__device__ __forceinline__ unsigned mag_bits(const float*, uint32_t m) { return m; }
+
+// S slices of len elements, slot n per slice (scale=head: a head; one scale: the whole tensor).
+// Lanes read 16-byte vectors, U of them loaded before any is reduced; the elements before a
+// slice's first 16-byte boundary and after its last whole vector go to block x = 0. A block
+// reduces in shared memory and makes one atomicMax. (The kernel this replaced loaded one element
+// per lane and step, too few bytes in flight: 42.5% of copy.)
 template <class In>
-__global__ void absmax_slices(const In* x, FloatLayout L, unsigned* slots) {
-  const int64_t len = L.T * L.D;
-  for (int64_t n = blockIdx.y; n < L.N; n += gridDim.y) {
+__global__ void absmax_vec(const In* x, int64_t S, int64_t len, unsigned* slots) {
+  constexpr int V = 16 / (int)sizeof(In), U = 4;
+  __shared__ unsigned warp_max[32];
+  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t n = blockIdx.y; n < S; n += gridDim.y) {
     const In* p = x + n * len;
-    unsigned m = 0;
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < len;
-         i += (int64_t)gridDim.x * blockDim.x)
-      m = max(m, abs_bits(load_in(p, i)));
-    for (int o = 16; o; o >>= 1) m = max(m, __shfl_xor_sync(0xffffffffu, m, o));
-    if ((threadIdx.x & 31) == 0) atomicMax(&slots[L.scale_index(n, 0)], m);
+    const int64_t off = (int64_t)(reinterpret_cast<uintptr_t>(p) / sizeof(In) % V);
+    const int64_t a0 = min(len, (V - off) % V), nv = (len - a0) / V, a1 = a0 + nv * V;
+    uint32_t m = 0;
+    if (blockIdx.x == 0 && threadIdx.x < a0) m = mag_max(p, m, elem_bits(p, threadIdx.x));
+    if (blockIdx.x == 0 && threadIdx.x < len - a1) m = mag_max(p, m, elem_bits(p, a1 + threadIdx.x));
+    const uint4* v = reinterpret_cast<const uint4*>(p + a0);
+    for (int64_t i0 = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i0 < nv; i0 += U * stride) {
+      uint4 r[U];
+#pragma unroll
+      for (int j = 0; j < U; ++j) r[j] = i0 + j * stride < nv ? v[i0 + j * stride] : make_uint4(0, 0, 0, 0);
+#pragma unroll
+      for (int j = 0; j < U; ++j)
+        m = mag_max(p, mag_max(p, mag_max(p, mag_max(p, m, r[j].x), r[j].y), r[j].z), r[j].w);
+    }
+    unsigned b = mag_bits(p, m);
+    for (int o = 16; o; o >>= 1) b = max(b, __shfl_xor_sync(0xffffffffu, b, o));
+    if ((threadIdx.x & 31) == 0) warp_max[threadIdx.x >> 5] = b;
+    __syncthreads();
+    if (threadIdx.x < 32) {
+      b = threadIdx.x < blockDim.x / 32 ? warp_max[threadIdx.x] : 0u;
+      for (int o = 16; o; o >>= 1) b = max(b, __shfl_xor_sync(0xffffffffu, b, o));
+      if (threadIdx.x == 0) atomicMax(&slots[n], b);
+    }
+    __syncthreads();  // warp_max is reused by the next slice
   }
 }
 
@@ -98,22 +135,55 @@ __global__ void fp8_quant_rows(const In* x, FloatLayout L, const float* scale, u
   }
 }
 
+// Four FP8 codes (byte j of w) as floats, two per paired conversion (exact, as fp8_to_float;
+// validate's fp8-cvt row checks every 16-bit pair).
+__device__ __forceinline__ void fp8x4_to_float(uint32_t w, bool e5, float v[4]) {
+  const __nv_fp8_interpretation_t t = e5 ? __NV_E5M2 : __NV_E4M3;
+  const __half2_raw lo = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(w & 0xffffu), t);
+  const __half2_raw hi = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(w >> 16), t);
+  v[0] = half_to_float(lo.x), v[1] = half_to_float(lo.y), v[2] = half_to_float(hi.x),
+  v[3] = half_to_float(hi.y);
+}
+
+// A lane's unit is the E values of one 16-byte store (4 fp32 or 8 fp16) and their E code bytes,
+// consecutive lanes on consecutive units of a slice, U units loaded before any is stored (the
+// rows kernel this replaced wrote fp32 as two 16-byte stores at a 32-byte lane stride: 48-64% of
+// copy). blockDim.x is a multiple of D / E, so a lane's channels, and its scales, stay the same
+// over its units of a slice.
 template <class Out, bool PerChannel, bool E5>
-__global__ void fp8_dequant_rows(const uint8_t* codes, FloatLayout L, const float* scale, Out* out) {
-  const int64_t c = threadIdx.x * 8;
+__global__ void fp8_dequant_vec(const uint8_t* codes, FloatLayout L, const float* scale, Out* out) {
+  constexpr int E = 16 / (int)sizeof(Out), U = 4;
+  using Word = std::conditional_t<E == 4, uint32_t, uint2>;  // the unit's E codes
+  const int64_t nu = L.T * L.D / E, stride = (int64_t)gridDim.x * blockDim.x;
+  const int64_t c = (int64_t)(threadIdx.x % (unsigned)(L.D / E)) * E;
   for (int64_t n = blockIdx.y; n < L.N; n += gridDim.y) {
-    float s[8];
+    float s[E];
 #pragma unroll
-    for (int k = 0; k < 8; ++k) s[k] = scale[PerChannel ? n * L.D + c + k : L.scale_index(n, 0)];
-    for (int64_t t = blockIdx.x * (int64_t)blockDim.y + threadIdx.y; t < L.T;
-         t += (int64_t)gridDim.x * blockDim.y) {
-      const int64_t i = (n * L.T + t) * L.D + c;
-      const uint2 w = *reinterpret_cast<const uint2*>(codes + i);
-      float v[8];
+    for (int k = 0; k < E; ++k) s[k] = scale[PerChannel ? n * L.D + c + k : L.scale_index(n, 0)];
+    const Word* cw = reinterpret_cast<const Word*>(codes + n * L.T * L.D);
+    Out* o = out + n * L.T * L.D;
+    for (int64_t u0 = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; u0 < nu; u0 += U * stride) {
+      Word w[U];
 #pragma unroll
-      for (int k = 0; k < 8; ++k)
-        v[k] = fp8_dequant((uint8_t)(((k < 4 ? w.x : w.y) >> (8 * (k % 4))) & 0xffu), s[k], E5);
-      store8(out, i, v);
+      for (int j = 0; j < U; ++j) w[j] = u0 + j * stride < nu ? cw[u0 + j * stride] : Word{};
+#pragma unroll
+      for (int j = 0; j < U; ++j) {
+        const int64_t u = u0 + j * stride;
+        if (u >= nu) break;
+        float v[8];
+        if constexpr (E == 4) {
+          fp8x4_to_float(w[j], E5, v);
+        } else {
+          fp8x4_to_float(w[j].x, E5, v);
+          fp8x4_to_float(w[j].y, E5, v + 4);
+        }
+#pragma unroll
+        for (int k = 0; k < E; ++k) v[k] = f_mul(v[k], s[k]);  // fp8_dequant's product
+        if constexpr (E == 4)
+          *reinterpret_cast<float4*>(o + u * E) = make_float4(v[0], v[1], v[2], v[3]);
+        else
+          store8(o, u * E, v);
+      }
     }
   }
 }
@@ -360,9 +430,12 @@ void scales_as(const FloatLayout& L, const In* x, DevFloat q, cudaStream_t s) {
     absmax_channels<In>
         <<<dim3((unsigned)cdiv(L.T, chunk), slice_grid_y(L.N)), 128, 0, s>>>(x, L, slots, chunk);
   } else {
+    // scale=head: a slot per slice; one scale (tensor, NVFP4): the whole tensor as one slice
+    const int64_t S = ns == 1 ? 1 : L.N, len = L.N * L.T * L.D / S;
+    const int64_t per_block = 4 * (16 / (int64_t)sizeof(In)) * 256;  // elements of one pass
     const unsigned gx = (unsigned)std::max<int64_t>(
-        1, std::min<int64_t>(cdiv(L.T * L.D, 256 * 8), cdiv((int64_t)sm_count() * 16, L.N)));
-    absmax_slices<In><<<dim3(gx, slice_grid_y(L.N)), 256, 0, s>>>(x, L, slots);
+        1, std::min<int64_t>(cdiv(len, per_block), cdiv((int64_t)sm_count() * 16, S)));
+    absmax_vec<In><<<dim3(gx, slice_grid_y(S)), 256, 0, s>>>(x, S, len, slots);
   }
   check_launch("float absmax");
   finish_scales<<<(unsigned)cdiv(ns, 256), 256, 0, s>>>(L, q.scale);
@@ -428,23 +501,28 @@ const char* dequantize_as(const FloatLayout& L, DevFloat q, Out* out, cudaStream
     check_launch("fp4_dequant_any");
     return "fp4-any";
   }
-  if (!fp8_rows_ok(L)) {
+  constexpr int64_t E = 16 / sizeof(Out);  // values per 16-byte store
+  if (L.D % E != 0 || L.D / E > 256) {
     fp8_dequant_any<Out><<<stride_grid(L.N * L.T * L.D, 256), 256, 0, s>>>(q.codes, L, q.scale, out);
     check_launch("fp8_dequant_any");
     return "fp8-any";
   }
-  const dim3 block = fp8_rows_block(L), grid = fp8_rows_grid(L, block);
+  // whole token rows per block (a multiple of D / E lanes), enough blocks for 32 per SM
+  const int64_t lanes = L.D / E, threads = 256 / lanes * lanes;
+  const dim3 grid((unsigned)std::max<int64_t>(
+                      1, std::min(cdiv(L.T * lanes, 4 * threads), cdiv((int64_t)sm_count() * 32, L.N))),
+                  slice_grid_y(L.N));
   const bool ch = L.scale == FloatScale::Channel;
   if (ch && L.e5m2())
-    fp8_dequant_rows<Out, true, true><<<grid, block, 0, s>>>(q.codes, L, q.scale, out);
+    fp8_dequant_vec<Out, true, true><<<grid, (unsigned)threads, 0, s>>>(q.codes, L, q.scale, out);
   else if (ch)
-    fp8_dequant_rows<Out, true, false><<<grid, block, 0, s>>>(q.codes, L, q.scale, out);
+    fp8_dequant_vec<Out, true, false><<<grid, (unsigned)threads, 0, s>>>(q.codes, L, q.scale, out);
   else if (L.e5m2())
-    fp8_dequant_rows<Out, false, true><<<grid, block, 0, s>>>(q.codes, L, q.scale, out);
+    fp8_dequant_vec<Out, false, true><<<grid, (unsigned)threads, 0, s>>>(q.codes, L, q.scale, out);
   else
-    fp8_dequant_rows<Out, false, false><<<grid, block, 0, s>>>(q.codes, L, q.scale, out);
-  check_launch("fp8_dequant_rows");
-  return "fp8-rows";
+    fp8_dequant_vec<Out, false, false><<<grid, (unsigned)threads, 0, s>>>(q.codes, L, q.scale, out);
+  check_launch("fp8_dequant_vec");
+  return "fp8-vec";
 }
 
 }  // namespace
@@ -484,6 +562,22 @@ __global__ void fp8_cvt_check(unsigned long long* bad, unsigned long long* check
     const float soft = e5 ? fp8_e5m2_to_float_soft(c) : fp8_e4m3_to_float_soft(c);
     nbad += float_bits(fp8_to_float(c, e5)) != float_bits(soft);
     ++nchk;
+  }
+  // the dequantize's paired decode (fp8x4_to_float) against the soft decode on every 16-bit pair
+  // of codes, each format, NaN codes excluded: the pair in the low half, its sign-flipped copy in the high
+  // half
+  for (uint64_t i = tid; i < 2 * 65536u; i += stride) {
+    const bool e5 = i >= 65536u;
+    const uint32_t w = (uint32_t)(i & 0xffffu), word = w | ((w ^ 0x8080u) << 16);
+    const uint32_t m = e5 ? 0x7cu : 0x7fu;
+    if ((w & m) == m || ((w >> 8) & m) == m) continue;
+    float v[4];
+    fp8x4_to_float(word, e5, v);
+    for (int j = 0; j < 4; ++j) {
+      const uint8_t c = (uint8_t)(word >> (8 * j));
+      nbad += float_bits(v[j]) != float_bits(e5 ? fp8_e5m2_to_float_soft(c) : fp8_e4m3_to_float_soft(c));
+    }
+    nchk += 4;
   }
   // every fp16 value but NaN: through the float cvt, and the paired f16x2 cvt (both lanes)
   for (uint64_t i = tid; i < 65536u; i += stride) {

@@ -306,10 +306,10 @@ void arithmetic_rows(const ValidateOptions& opt, std::vector<ValidationRow>& row
                              check_fast_division(1u << 16)));
   rows.push_back(
       arith_row("minmax", "HMNMX2:all-half-pairs,FMNMX:signed-zeros+2^28-random-pairs", check_hw_minmax()));
-  rows.push_back(
-      arith_row("exhaustive",
-                "fp8-cvt:hw-vs-soft,e4m3+e5m2,all-65536-halves(f32+f16x2)+all-2^32-floats+256-codes,no-NaN",
-                check_fp8_conversion()));
+  rows.push_back(arith_row("exhaustive",
+                           "fp8-cvt:hw-vs-soft,e4m3+e5m2,all-65536-halves(f32+f16x2)+all-2^32-floats+256-"
+                           "codes+2^16-code-pairs,no-NaN",
+                           check_fp8_conversion()));
   rows.push_back(arith_row(
       "exhaustive",
       "fp4-code:fast-vs-recipe,all-2^32-floats+mx-255-scales-x-2^16+nv-2^30-random-pairs+decode-all-2^16-"

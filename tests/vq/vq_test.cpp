@@ -68,32 +68,37 @@ TEST(VQ, ErrorFallsWithBitsAndStagesAndRisesWithVectorSize) {
 }
 
 // vq train's whole-layer batch (vq_train_heads, one trainer call per stage for every head's
-// groups; the GPU trainer takes the same batch) gives each head the codebooks it gets alone.
+// groups; the GPU trainer takes the same batch) gives each head the codebooks it gets alone. T =
+// 4396 crosses vq_train_heads's 4096-token work units; the problems lie back to back (the GPU
+// trainer uploads them without a copy).
 TEST(VQ, HeadsTrainedTogetherEqualHeadsTrainedAlone) {
-  const int64_t T = 512, D = 16, H = 3;
-  std::vector<std::vector<float>> xs;
-  for (int64_t h = 0; h < H; ++h) xs.push_back(keys(T, D, 10 + h));
-  KMeansParams p;
-  p.iters = 6;
-  p.init = KMeansInit::KMeansPP;
-  const VQSpec spec = parse_vq_spec("VQ<4,5,2>");
-  std::vector<size_t> batch_sizes;
-  const KMeansBatchFn counting = [&](const std::vector<KMeansProblem>& probs, const KMeansParams& q) {
-    batch_sizes.push_back(probs.size());
-    return kmeans_batch(probs, q);
-  };
-  std::vector<std::vector<uint8_t>> codes;
-  const auto together =
-      vq_train_heads({xs[0].data(), xs[1].data(), xs[2].data()}, T, D, spec, p, counting, &codes);
-  EXPECT_EQ(batch_sizes, (std::vector<size_t>{H * 4, H * 4}));  // 2 stages x (3 heads x 4 groups)
-  ASSERT_EQ(together.size(), (size_t)H);
-  for (int64_t h = 0; h < H; ++h) {
-    const VQCodebooks alone = vq_train(xs[h].data(), T, D, spec, p);
-    EXPECT_EQ(together[h].data, alone.data) << "head " << h;  // every bit
-    EXPECT_EQ(together[h].spec, spec);
-    EXPECT_EQ(codes[h], vq_encode(alone, xs[h].data(), T)) << "head " << h;  // the training's codes
+  for (const int64_t T : {512, 4396}) {
+    const int64_t D = 16, H = 3;
+    std::vector<std::vector<float>> xs;
+    for (int64_t h = 0; h < H; ++h) xs.push_back(keys(T, D, 10 + h));
+    KMeansParams p;
+    p.iters = 6;
+    p.init = KMeansInit::KMeansPP;
+    const VQSpec spec = parse_vq_spec("VQ<4,5,2>");
+    std::vector<size_t> batch_sizes;
+    const KMeansBatchFn counting = [&](const std::vector<KMeansProblem>& probs, const KMeansParams& q) {
+      batch_sizes.push_back(probs.size());
+      for (size_t i = 0; i < probs.size(); ++i) EXPECT_EQ(probs[i].x, probs[0].x + i * T * 4) << i;
+      return kmeans_batch(probs, q);
+    };
+    std::vector<std::vector<uint8_t>> codes;
+    const auto together =
+        vq_train_heads({xs[0].data(), xs[1].data(), xs[2].data()}, T, D, spec, p, counting, &codes);
+    EXPECT_EQ(batch_sizes, (std::vector<size_t>{H * 4, H * 4}));  // 2 stages x (3 heads x 4 groups)
+    ASSERT_EQ(together.size(), (size_t)H);
+    for (int64_t h = 0; h < H; ++h) {
+      const VQCodebooks alone = vq_train(xs[h].data(), T, D, spec, p);
+      EXPECT_EQ(together[h].data, alone.data) << "T " << T << ", head " << h;  // every bit
+      EXPECT_EQ(together[h].spec, spec);
+      EXPECT_EQ(codes[h], vq_encode(alone, xs[h].data(), T)) << "T " << T << ", head " << h;
+    }
+    EXPECT_NE(together[0].data, together[1].data);  // the heads' data differ, so must their books
   }
-  EXPECT_NE(together[0].data, together[1].data);  // the heads' data differ, so must their books
 }
 
 TEST(VQ, EncodingPicksTheNearestEntryPerGroup) {

@@ -1,6 +1,8 @@
 #include "kvlab/vq.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <memory>
 #include <regex>
 #include <stdexcept>
 #include <utility>
@@ -66,36 +68,55 @@ std::vector<VQCodebooks> vq_train_heads(const std::vector<const float*>& heads, 
   VQCodebooks proto;
   proto.spec = spec;
   proto.head_dim = D;
-  const int64_t G = proto.groups(), v = spec.vec, K = spec.entries();
-  proto.data.assign((int64_t)spec.stages * G * K * v, 0.0f);
+  const int64_t G = proto.groups(), v = spec.vec, K = spec.entries(), R = spec.stages;
+  proto.data.assign((int64_t)R * G * K * v, 0.0f);
   std::vector<VQCodebooks> cbs(H, proto);
-  std::vector<std::vector<float>> resid(H), sub(H * G, std::vector<float>(T * v));
-  for (int64_t h = 0; h < H; ++h) resid[h].assign(heads[h], heads[h] + T * D);
-  if (codes) codes->assign(H, std::vector<uint8_t>(T * spec.stages * G));
+  // Every (head, group)'s sub-vectors in one buffer, problem-major [H * G][T][v] (the GPU uploads
+  // it as it is); new[] leaves it uninitialized, so the parallel gather is its first touch, not a
+  // serial zeroing of hundreds of MB. Residuals exist only when a later stage needs them.
+  const std::unique_ptr<float[]> sub(new float[H * G * T * v]);
+  std::vector<std::vector<float>> resid(R > 1 ? H : 0);
+  if (codes) codes->assign(H, std::vector<uint8_t>(T * R * G));
   KMeansParams p = params;
   p.k = K;
   const int nt = resolve_threads(params.threads);
-  for (int s = 0; s < spec.stages; ++s) {
-    std::vector<KMeansProblem> probs(H * G);  // head-major: problem h * G + g
-    // (each (head, group) touches only its own columns: the same values for any thread count)
-#pragma omp parallel for schedule(static) num_threads(nt) if (H * G > 1)
-    for (int64_t hg = 0; hg < H * G; ++hg) {
-      const int64_t h = hg / G, g = hg % G;
-      float* q = sub[hg].data();
-      for (int64_t t = 0; t < T; ++t)
-        for (int64_t j = 0; j < v; ++j) q[t * v + j] = resid[h][t * D + g * v + j];
-      probs[hg] = {q, T, v, nullptr, nullptr};
+  // Work in (head, token block) units: rows of a head are read and written whole, and each unit
+  // touches only its own rows and codes (the same values for any thread count).
+  constexpr int64_t kRows = 4096;
+  const int64_t blocks = (T + kRows - 1) / kRows;
+  for (int s = 0; s < R; ++s) {
+    const auto rows = [&](int64_t h) { return s == 0 ? heads[h] : resid[h].data(); };
+#pragma omp parallel for schedule(static) num_threads(nt) if (H * blocks > 1)
+    for (int64_t hb = 0; hb < H * blocks; ++hb) {
+      const int64_t h = hb / blocks, t1 = std::min(T, (hb % blocks + 1) * kRows);
+      const float* x = rows(h);
+      for (int64_t t = hb % blocks * kRows; t < t1; ++t)
+        for (int64_t g = 0; g < G; ++g)
+          std::copy(x + t * D + g * v, x + t * D + (g + 1) * v, &sub[((h * G + g) * T + t) * v]);
     }
+    std::vector<KMeansProblem> probs(H * G);  // head-major: problem h * G + g
+    for (int64_t hg = 0; hg < H * G; ++hg) probs[hg] = {&sub[hg * T * v], T, v, nullptr, nullptr};
     const auto res = trainer(probs, p);
-#pragma omp parallel for schedule(static) num_threads(nt) if (H * G > 1)
-    for (int64_t hg = 0; hg < H * G; ++hg) {
-      const int64_t h = hg / G, g = hg % G;
-      const KMeansResult& r = res[hg];
-      std::copy(r.centroids.begin(), r.centroids.end(), cbs[h].book(s, g));
-      for (int64_t t = 0; t < T; ++t) {
-        if (codes) (*codes)[h][(t * spec.stages + s) * G + g] = (uint8_t)r.assign[t];
-        for (int64_t j = 0; j < v; ++j) resid[h][t * D + g * v + j] -= r.centroids[r.assign[t] * v + j];
-      }
+    for (int64_t hg = 0; hg < H * G; ++hg)
+      std::copy(res[hg].centroids.begin(), res[hg].centroids.end(), cbs[hg / G].book(s, hg % G));
+    const bool next = s + 1 < R;
+    if (!codes && !next) break;
+    if (next && s == 0)
+#pragma omp parallel for schedule(static) num_threads(nt) if (H > 1)
+      for (int64_t h = 0; h < H; ++h) resid[h].resize(T * D);
+#pragma omp parallel for schedule(static) num_threads(nt) if (H * blocks > 1)
+    for (int64_t hb = 0; hb < H * blocks; ++hb) {
+      const int64_t h = hb / blocks, t1 = std::min(T, (hb % blocks + 1) * kRows);
+      for (int64_t t = hb % blocks * kRows; t < t1; ++t)
+        for (int64_t g = 0; g < G; ++g) {
+          const int32_t a = res[h * G + g].assign[t];
+          if (codes) (*codes)[h][(t * R + s) * G + g] = (uint8_t)a;
+          if (!next) continue;
+          const float* c = &res[h * G + g].centroids[a * v];
+          const float* x = rows(h) + t * D + g * v;
+          float* r = resid[h].data() + t * D + g * v;
+          for (int64_t j = 0; j < v; ++j) r[j] = x[j] - c[j];
+        }
     }
   }
   return cbs;
@@ -121,8 +142,14 @@ std::vector<uint8_t> vq_encode(const VQCodebooks& cb, const float* x, int64_t T,
 }
 
 std::vector<float> vq_decode(const VQCodebooks& cb, const uint8_t* codes, int64_t T) {
+  std::vector<float> out(T * cb.head_dim);
+  vq_decode_into(cb, codes, T, out.data());
+  return out;
+}
+
+void vq_decode_into(const VQCodebooks& cb, const uint8_t* codes, int64_t T, float* out) {
   const int64_t D = cb.head_dim, G = cb.groups(), v = cb.spec.vec, R = cb.spec.stages;
-  std::vector<float> out(T * D, 0.0f);
+  std::fill(out, out + T * D, 0.0f);
   // Stages added in order, the same order vq_encode subtracted them.
   for (int64_t t = 0; t < T; ++t)
     for (int s = 0; s < R; ++s)
@@ -130,7 +157,6 @@ std::vector<float> vq_decode(const VQCodebooks& cb, const uint8_t* codes, int64_
         const float* e = cb.book(s, g) + (int64_t)codes[(t * R + s) * G + g] * v;
         for (int64_t j = 0; j < v; ++j) out[t * D + g * v + j] += e[j];
       }
-  return out;
 }
 
 std::vector<uint8_t> vq_pack(const VQCodebooks& cb, const std::vector<uint8_t>& codes, int64_t T) {

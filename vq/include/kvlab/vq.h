@@ -72,6 +72,8 @@ std::vector<VQCodebooks> vq_train_heads(const std::vector<const float*>& heads, 
 std::vector<uint8_t> vq_encode(const VQCodebooks& cb, const float* x, int64_t T, int threads = 1);
 // x_hat (T x D): the sum over stages of each group's entries.
 std::vector<float> vq_decode(const VQCodebooks& cb, const uint8_t* codes, int64_t T);
+// The same into out (T x D values; no allocation).
+void vq_decode_into(const VQCodebooks& cb, const uint8_t* codes, int64_t T, float* out);
 
 // Codes packed at b bits per code, one row per token (core's LSB-first bit stream, pack.h).
 std::vector<uint8_t> vq_pack(const VQCodebooks& cb, const std::vector<uint8_t>& codes, int64_t T);
