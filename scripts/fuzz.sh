@@ -18,7 +18,7 @@ root=$PWD
 out=$root/build-fuzz
 # Targets and the fuzz_* binary each runs (the three dump corpora share fuzz_dump).
 declare -A bin=([npy]=npy [zip]=zip [npz]=npz [dump_hdf5]=dump [dump_npz]=dump [dump_torch]=dump
-                [codebook]=codebook [llama2c]=llama2c [tokenizer]=tokenizer [spec]=spec)
+                [codebook]=codebook [llama2c]=llama2c [tokenizer]=tokenizer [spec]=spec [hf_checkpoint]=hf_checkpoint)
 declare -A dict=([npy]=dict_npy.txt [zip]=dict_zip.txt [npz]=dict_zip.txt [dump_npz]=dict_zip.txt
                  [dump_torch]=dict_zip.txt [spec]=dict_spec.txt)
 targets=${KVLAB_FUZZ_ONLY:-"${!bin[*]}"}
@@ -42,7 +42,7 @@ kvlab=${KVLAB:-build/experiments/kvlab}
 [ -x "$kvlab" ] || { echo "fuzz.sh: no $kvlab to make seed dumps with; run scripts/build.sh first" >&2; exit 2; }
 seeds=$out/seeds
 rm -rf "$seeds"
-mkdir -p "$seeds"/{npy,zip,npz,dump_hdf5,dump_npz,dump_torch,codebook,llama2c,tokenizer,spec}
+mkdir -p "$seeds"/{npy,zip,npz,dump_hdf5,dump_npz,dump_torch,codebook,llama2c,tokenizer,spec,hf_checkpoint}
 "$kvlab" synth --preset tiny --tokens 32 --layers 1 --quiet --out "$seeds/dump_hdf5/tiny.h5"
 "$kvlab" synth --preset tiny --tokens 16 --layers 1 --no-compress --k-pre-rope --quiet --out "$seeds/dump_hdf5/raw.h5"
 "$kvlab" vq train "$seeds/dump_hdf5/tiny.h5" --spec CQ-4c2b --iters 1 --out "$seeds/codebook/cb.h5" >/dev/null
@@ -54,7 +54,7 @@ cp tests/data/dumps/*.npz "$seeds/dump_npz/"
 cp tests/data/torch/*.pt "$seeds/dump_torch/"
 cp data/stories260K/stories260K.bin "$seeds/llama2c/"
 cp data/stories260K/tok512.bin "$seeds/tokenizer/"
-for t in npy zip npz codebook llama2c tokenizer spec; do cp tests/fuzz/$t/* "$seeds/$t/"; done
+for t in npy zip npz codebook llama2c tokenizer spec hf_checkpoint; do cp tests/fuzz/$t/* "$seeds/$t/"; done
 cp tests/fuzz/dump/*.h5 "$seeds/dump_hdf5/"
 cp tests/fuzz/dump/*.npz tests/fuzz/dump/*.zip "$seeds/dump_npz/"
 

@@ -10,6 +10,7 @@
 #include "h5_util.h"
 #include "isolate.h"
 #include "kvlab/temp_file.h"
+#include "wire.h"
 
 namespace kvlab {
 
@@ -130,6 +131,7 @@ namespace {
 
 CodebookFile read_unisolated(const std::string& path, const std::string& where) {
   std::lock_guard<std::recursive_mutex> g(h5::library_lock());
+  h5::silence_errors();
   if (H5Fis_hdf5(path.c_str()) <= 0) throw std::runtime_error(where + ": not an HDF5 file");
   Id file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
   if (!file.valid()) throw std::runtime_error(where + ": cannot open");
@@ -190,16 +192,59 @@ CodebookFile read_unisolated(const std::string& path, const std::string& where) 
   return f;
 }
 
+// What the child parsed, as the message for the parent (io/src/wire.h).
+std::string to_message(const CodebookFile& f) {
+  detail::WireOut w;
+  for (const std::string* t : {&f.spec, &f.model, &f.source}) w.put(*t);
+  for (int64_t v :
+       {f.vec, f.bits, f.stages, f.first_layer, f.num_layers, f.num_kv_heads, f.head_dim, f.tokens})
+    w.put(v);
+  w.put(f.reordered);
+  w.put<uint64_t>(f.roles.size());
+  for (size_t i = 0; i < f.roles.size(); ++i) {
+    w.put(f.roles[i]);
+    w.put(f.books[i]);
+    w.put(f.usage[i]);
+  }
+  return std::move(w.bytes());
+}
+
+CodebookFile from_message(const std::string& m, const std::string& where) {
+  detail::WireIn r(m, where);
+  CodebookFile f;
+  for (std::string* t : {&f.spec, &f.model, &f.source}) *t = r.get_string();
+  for (int64_t* v :
+       {&f.vec, &f.bits, &f.stages, &f.first_layer, &f.num_layers, &f.num_kv_heads, &f.head_dim, &f.tokens})
+    *v = r.get<int64_t>();
+  f.reordered = r.get<bool>();
+  const uint64_t roles = r.get<uint64_t>();
+  if (roles > 2) throw std::runtime_error(where + ": the parsing process sent a malformed result");
+  for (uint64_t i = 0; i < roles; ++i) {
+    f.roles.push_back(r.get_string());
+    f.books.push_back(r.get_vector<float>());
+    f.usage.push_back(r.get_vector<int64_t>());
+  }
+  r.finish();
+  // The child checked the shapes; a short array here would index past its end in vq/.
+  const uint64_t floats = (uint64_t)f.num_layers * f.num_kv_heads * f.book_floats();
+  for (size_t i = 0; i < f.roles.size(); ++i)
+    if (f.books[i].size() != floats || (!f.usage[i].empty() && f.usage[i].size() * f.vec != floats))
+      throw std::runtime_error(where + ": the parsing process sent a malformed result");
+  return f;
+}
+
 }  // namespace
 
 CodebookFile read_codebook_file(const std::string& path) {
-  h5::silence_errors();
   const std::string where = "codebook file '" + path + "'";
   if (access(path.c_str(), R_OK) != 0) throw std::runtime_error(where + ": cannot open");
   struct stat st;
   const uint64_t bytes = stat(path.c_str(), &st) == 0 ? (uint64_t)st.st_size : 0;
-  detail::run_isolated([&] { read_unisolated(path, where); }, where, detail::isolated_cpu_budget(bytes));
-  return read_unisolated(path, where);
+  // libhdf5 only in the child: it reads the arrays and sends them (the message doubles them).
+  const std::string m =
+      detail::run_isolated_result([&] { return to_message(read_unisolated(path, where)); }, where,
+                                  detail::isolated_cpu_budget(bytes), (64ull << 20) + 3 * bytes);
+  return from_message(m, where);
 }
 
 }  // namespace kvlab

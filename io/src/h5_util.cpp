@@ -39,7 +39,7 @@ bool is_half_type(hid_t type) {
   size_t spos, epos, esize, mpos, msize;
   if (H5Tget_fields(type, &spos, &epos, &esize, &mpos, &msize) < 0) return false;
   return spos == 15 && epos == 10 && esize == 5 && mpos == 0 && msize == 10 && H5Tget_ebias(type) == 15 &&
-         H5Tget_order(type) == H5T_ORDER_LE;
+         H5Tget_norm(type) == H5T_NORM_IMPLIED;
 }
 
 bool has_attr(hid_t obj, const char* name) { return H5Aexists(obj, name) > 0; }

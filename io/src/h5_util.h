@@ -42,7 +42,8 @@ std::recursive_mutex& library_lock();
 // HDF5 prints its error stack to stderr by default; kvlab reports its own messages instead.
 void silence_errors();
 
-// The 2-byte IEEE half type, as h5py creates it for numpy.float16.
+// The 2-byte IEEE half type, as h5py creates it for numpy.float16 (little-endian); is_half_type
+// takes either byte order.
 Id half_type();
 bool is_half_type(hid_t type);
 

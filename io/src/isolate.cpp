@@ -13,6 +13,7 @@
 #include <cstring>
 #include <new>
 #include <stdexcept>
+#include <vector>
 
 // Set by sanitizer runtimes (libFuzzer writes its crash file from the death callback).
 extern "C" void __sanitizer_set_death_callback(void (*)(void)) __attribute__((weak));
@@ -31,8 +32,8 @@ uint64_t address_space_bytes() {
   return (uint64_t)pages * (uint64_t)sysconf(_SC_PAGESIZE);
 }
 
-[[noreturn]] void child(const std::function<void()>& fn, const std::string& what, int out, double cpu_seconds,
-                        uint64_t memory) {
+[[noreturn]] void child(const std::function<std::string()>& fn, const std::string& what, int out,
+                        double cpu_seconds, uint64_t memory) {
   // A crash ends the child quietly; the parent reports it.
   for (int s : {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL}) signal(s, SIG_DFL);
   itimerval t{};
@@ -49,8 +50,9 @@ uint64_t address_space_bytes() {
     if (write(out, m.data(), m.size()) != (ssize_t)m.size()) _exit(kThrew + 1);
     _exit(kThrew);
   };
+  std::string result;
   try {
-    fn();
+    result = fn();
   } catch (const std::bad_alloc&) {
     report(what + ": parsing it needs more than " + std::to_string(memory >> 20) +
            " MiB of memory: its sizes are corrupt");
@@ -58,6 +60,12 @@ uint64_t address_space_bytes() {
     report(e.what());
   } catch (...) {
     _exit(kThrew + 1);
+  }
+  for (size_t at = 0; at < result.size();) {
+    const ssize_t n = write(out, result.data() + at, result.size() - at);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) _exit(kThrew + 1);
+    at += (size_t)n;
   }
   _exit(0);
 }
@@ -68,6 +76,16 @@ double isolated_cpu_budget(uint64_t bytes) { return 0.5 + (double)bytes / (doubl
 
 void run_isolated(const std::function<void()>& fn, const std::string& what, double cpu_seconds,
                   uint64_t memory) {
+  run_isolated_result(
+      [&] {
+        fn();
+        return std::string();
+      },
+      what, cpu_seconds, memory);
+}
+
+std::string run_isolated_result(const std::function<std::string()>& fn, const std::string& what,
+                                double cpu_seconds, uint64_t memory) {
   if (const char* e = std::getenv("KVLAB_PARSE_IN_PROCESS"); e && std::strcmp(e, "1") == 0) return fn();
   int fds[2];
   if (pipe(fds) != 0) throw std::runtime_error(what + ": cannot create a pipe: " + std::strerror(errno));
@@ -86,9 +104,9 @@ void run_isolated(const std::function<void()>& fn, const std::string& what, doub
   // The CPU timer ends a busy child; this wall-clock limit ends one that blocks.
   const int wall_ms = (int)(cpu_seconds * 1000) * 20 + 10000;
   std::string msg;
-  char buf[4096];
+  std::vector<char> buf(1 << 16);
   pollfd p{fds[0], POLLIN, 0};
-  bool timed_out = false;
+  bool timed_out = false, oversized = false;
   for (;;) {
     const int r = poll(&p, 1, wall_ms);
     if (r < 0 && errno == EINTR) continue;
@@ -97,18 +115,26 @@ void run_isolated(const std::function<void()>& fn, const std::string& what, doub
       kill(pid, SIGKILL);
       break;
     }
-    const ssize_t n = read(fds[0], buf, sizeof buf);
+    const ssize_t n = read(fds[0], buf.data(), buf.size());
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
-    msg.append(buf, (size_t)n);
+    msg.append(buf.data(), (size_t)n);
+    if (msg.size() > memory) {  // more than the child could have held: not its result
+      oversized = true;
+      kill(pid, SIGKILL);
+      break;
+    }
   }
   close(fds[0]);
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
-  if (!timed_out && WIFEXITED(status) && WEXITSTATUS(status) == 0) return;
-  if (!timed_out && WIFEXITED(status) && WEXITSTATUS(status) == kThrew) throw std::runtime_error(msg);
+  const bool ended = !timed_out && !oversized && WIFEXITED(status);
+  if (ended && WEXITSTATUS(status) == 0) return msg;
+  if (ended && WEXITSTATUS(status) == kThrew) throw std::runtime_error(msg);
   std::string why;
-  if (timed_out)
+  if (oversized)
+    why = "sent more than " + std::to_string(memory >> 20) + " MiB";
+  else if (timed_out)
     why = "did not finish within " + std::to_string(wall_ms / 1000) + " s";
   else if (WIFSIGNALED(status) && WTERMSIG(status) == SIGPROF)
     why = "used more than " + std::to_string(cpu_seconds).substr(0, 4) + " s of CPU time (an endless loop)";

@@ -30,7 +30,7 @@ std::vector<float> battery(uint64_t seed, int64_t n, bool extremes) {
 
 template <class T>
 void put(std::FILE* f, const std::vector<T>& v) {
-  std::fwrite(v.data(), sizeof(T), v.size(), f);
+  if (!v.empty()) std::fwrite(v.data(), sizeof(T), v.size(), f);  // an empty one's data() may be null
 }
 
 }  // namespace

@@ -6,6 +6,7 @@ them to the fuzz targets, and tests/io/hostile_cli_test.py to the CLI under a me
 Run from anywhere: /usr/bin/python3 tests/fuzz/make_regressions.py
 """
 import io
+import json
 import os
 import re
 import struct
@@ -160,3 +161,78 @@ def patched_pt(name, old, new):
 patched_pt("pt_strides_past_storage.pt", b"K\x50K\x14K\x04K\x01t", b"K\xc8K\x14K\x04K\x01t")
 # q's storage claims 240 elements; its record holds 160 (read past the buffer: other numbers each run).
 patched_pt("pt_storage_longer_than_record.pt", b"X\x03\x00\x00\x00cpuq\x06K\xa0", b"X\x03\x00\x00\x00cpuq\x06K\xf0")
+
+
+# HDF5 dumps whose metadata is sound but whose values' storage is corrupt: libhdf5 1.10.8 read
+# them in the kvlab process before kvlab decoded them itself (a heap-buffer-overflow READ found by
+# fuzz_dump on the GPU host: docs/RELIABILITY.md). Each patches one field of a small valid dump.
+def small_dump(name, **ds_args):
+    path = out("dump", name)
+    with h5py.File(path, "w", libver="earliest") as f:
+        dump_attrs(f, 512)  # enough tokens for boost-sweep to read the values
+        for r in "qkv":
+            x = (np.arange(512 * 8, dtype=np.float32).reshape(1, 512, 8) % 13) / 4
+            f.create_dataset("layers/0/" + r, data=x, **ds_args)
+        chunk = [f["layers/0/" + r].id.get_chunk_info(0) for r in "qkv"] if "chunks" in ds_args else None
+        contiguous = f["layers/0/v"].id.get_offset()
+    return path, chunk, contiguous
+
+
+def first_chunk(c, size=None, mask=0, addr=None):  # a v1 chunk B-tree key: size, mask, offsets 0; its address
+    return struct.pack("<II", c.size if size is None else size, mask) + b"\0" * 32 + struct.pack(
+        "<Q", c.byte_offset if addr is None else addr)
+
+
+def patch(path, old, new, count=1):
+    raw = bytes(open(path, "rb").read())
+    assert raw.count(old) == count, (path, old)
+    with open(path, "wb") as f:
+        f.write(raw.replace(old, new))
+
+
+# Deflate alone (libhdf5 read it), the first chunk's filter mask saying "deflate skipped": libhdf5
+# took the compressed bytes for the whole chunk and copied past them (q, k and v each).
+path, cs, _ = small_dump("hdf5_chunk_mask_skips_deflate.h5", chunks=(1, 16, 8), compression="gzip")
+for c in cs:
+    patch(path, first_chunk(c), first_chunk(c, mask=1))
+# Shuffle + deflate (kvlab's layout), a chunk address and a chunk size past the end of the file.
+path, cs, _ = small_dump("hdf5_chunk_addr_past_eof.h5", chunks=(1, 16, 8), shuffle=True, compression="gzip")
+patch(path, first_chunk(cs[2]), first_chunk(cs[2], addr=1 << 40))
+path, cs, _ = small_dump("hdf5_chunk_size_past_eof.h5", chunks=(1, 16, 8), shuffle=True, compression="gzip")
+patch(path, first_chunk(cs[2]), first_chunk(cs[2], size=0x7FFFFFF0))
+# Contiguous values starting 16 bytes before the end of the file.
+path, _, addr = small_dump("hdf5_contiguous_past_eof.h5")
+patch(path, struct.pack("<QQ", addr, 512 * 8 * 4), struct.pack("<QQ", os.path.getsize(path) - 16, 512 * 8 * 4))
+# The filter pipeline naming filter 32000 instead of deflate (1): only libhdf5 could read it.
+path, _, _ = small_dump("hdf5_filter_unknown.h5", chunks=(1, 16, 8), compression="gzip")
+# Filter pipeline message v1: version 1, 1 filter, 6 reserved bytes, then id 1 (deflate).
+patch(path, b"\x01\x01\0\0\0\0\0\0\x01\0", b"\x01\x01\0\0\0\0\0\0\x00\x7d", count=3)
+# A float32 type whose mantissa claims 30 bits, overlapping the exponent (class 1 float message:
+# offset 0, precision 32, exponent at 23 of 8 bits, mantissa at 0 of 23 bits, bias 127).
+path, _, _ = small_dump("hdf5_float_fields_overlap.h5", chunks=(1, 16, 8))
+ieee = struct.pack("<HHBBBBI", 0, 32, 23, 8, 0, 23, 127)
+patch(path, ieee, struct.pack("<HHBBBBI", 0, 32, 23, 8, 0, 30, 127), count=3)
+
+
+# Seeds of fuzz_hf_checkpoint: a small safetensors file (F32, F16, BF16, I64 tensors) and the
+# reference model's config.json.
+def safetensors(path, tensors):
+    header, data = {}, b""
+    for name, (dtype, shape, raw) in tensors.items():
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + data)
+
+
+safetensors(out("hf_checkpoint", "small.safetensors"), {
+    "a": ("F32", [2, 3], np.arange(6, dtype="<f4").tobytes()),
+    "b": ("F16", [4], np.arange(4, dtype="<f2").tobytes()),
+    "c": ("BF16", [2], struct.pack("<HH", 0x3F80, 0xC000)),
+    "d": ("I64", [1], struct.pack("<q", 7)),
+})
+with open(os.path.join(HERE, "..", "..", "data", "kvlab-ref-18m", "config.json"), "rb") as src:
+    with open(out("hf_checkpoint", "config.json"), "wb") as f:
+        f.write(src.read())
