@@ -12,7 +12,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 b=$tmp/bundle
 mkdir -p $b/bin $b/lib $b/dict
-cp $src/fuzz/fuzz_{npy,zip,npz,dump,codebook,llama2c,tokenizer,spec} $b/bin/
+cp $src/fuzz/fuzz_{npy,zip,npz,dump,codebook,llama2c,tokenizer,spec,hf_checkpoint} $b/bin/
 cp fuzz/dict_*.txt $b/dict/
 cp -r $src/corpus $src/seeds $b/
 cp scripts/fuzz_bundle_run.sh $b/run.sh

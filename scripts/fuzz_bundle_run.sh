@@ -9,10 +9,12 @@ O=${OUT:-/tmp/fuzz-out}; mkdir -p $O/logs
 export LD_LIBRARY_PATH=$PWD/lib HDF5_DISABLE_VERSION_CHECK=2 OMP_WAIT_POLICY=passive OMP_NUM_THREADS=1
 export ASAN_OPTIONS=alloc_dealloc_mismatch=0:detect_leaks=1
 nproc; lscpu | grep "Model name"; date -u +%FT%TZ
-declare -A bin=([npy]=npy [zip]=zip [npz]=npz [dump_hdf5]=dump [dump_npz]=dump [codebook]=codebook [llama2c]=llama2c [tokenizer]=tokenizer [spec]=spec)
+declare -A bin=([npy]=npy [zip]=zip [npz]=npz [dump_hdf5]=dump [dump_npz]=dump [codebook]=codebook [llama2c]=llama2c [tokenizer]=tokenizer [spec]=spec [hf_checkpoint]=hf_checkpoint)
 declare -A dict=([npy]=dict_npy.txt [zip]=dict_zip.txt [npz]=dict_zip.txt [dump_npz]=dict_zip.txt [spec]=dict_spec.txt)
 # dump_torch is left out: the libtorch plugin is too large to carry.
-declare -A workers=([npy]=1 [zip]=2 [npz]=2 [dump_hdf5]=2 [dump_npz]=2 [codebook]=2 [llama2c]=1 [tokenizer]=1 [spec]=1)
+declare -A workers=([npy]=1 [zip]=2 [npz]=2 [dump_hdf5]=2 [dump_npz]=2 [codebook]=2 [llama2c]=1 [tokenizer]=1 [spec]=1 [hf_checkpoint]=1)
+# FUZZ_WORKERS="npy=2 spec=2 ..." changes the processes per target (0 leaves a target out).
+for kv in ${FUZZ_WORKERS:-}; do workers[${kv%%=*}]=${kv#*=}; done
 P=$PWD
 for t in "${!bin[@]}"; do
   for w in $(seq 1 ${workers[$t]}); do
