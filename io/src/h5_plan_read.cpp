@@ -75,13 +75,22 @@ ValuePlan get_plan(WireIn& r, uint64_t file_bytes, const std::string& where) {
   if (n != p.chunks.size()) fail("malformed value plan");
   for (int32_t f : p.filters)
     if (f != H5Z_FILTER_SHUFFLE && f != H5Z_FILTER_DEFLATE) fail("malformed value plan");
+  uint64_t stored = 0;
   for (const ChunkRef& c : p.chunks) {
     check_extent(c.addr, c.bytes, file_bytes, where);
+    stored += c.bytes;  // no overflow: each extent lies inside the file
     // Deflate inflates at most 1032-fold: a larger claim is corrupt, refused before the buffer.
     if (c.bytes == 0 || p.chunk_bytes() / 2048 > c.bytes)
       fail("a chunk of " + std::to_string(c.bytes) + " stored bytes cannot hold " +
            std::to_string(p.chunk_bytes()) + " (corrupt chunk index?)");
   }
+  // The .npz rule against decompression bombs (docs/RELIABILITY.md): more than 32x the stored
+  // bytes and over 64 MiB is refused before any chunk buffer is allocated. K/V deflate 1.1-2x.
+  uint64_t claimed;
+  if (__builtin_mul_overflow(p.chunk_bytes(), n, &claimed) ||
+      (claimed > (64ull << 20) && claimed / 32 > stored))
+    fail("its chunks claim " + std::to_string(claimed) + " bytes from " + std::to_string(stored) +
+         " stored (over 32x and 64 MiB: a decompression bomb?)");
   return p;
 }
 

@@ -193,6 +193,45 @@ TEST(Hdf5Layouts, CompactAndFletcher32ReadByLibhdf5InAChild) {
   expect_values(dir.file("d.h5"));
 }
 
+// 128 MiB of zeros deflate to ~130 KB: over 32x and 64 MiB, refused as the .npz reader refuses
+// a bomb, before a 128 MiB chunk buffer is allocated.
+TEST(Hdf5Layouts, DecompressionBombIsRefused) {
+  TempDir dir;
+  const std::string path = dir.file("bomb.h5");
+  hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  string_attr(f, "format", "kvlab-kv-dump");
+  int_attr(f, "format_version", 1);
+  const int64_t tokens = 1 << 18, dim = 128;
+  for (auto [name, v] : {std::pair<const char*, int64_t>{"num_layers", 1},
+                         {"num_q_heads", 1},
+                         {"num_kv_heads", 1},
+                         {"head_dim", dim},
+                         {"num_tokens", tokens}})
+    int_attr(f, name, v);
+  string_attr(f, "dtype", "float32");
+  hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
+  H5Pset_create_intermediate_group(lcpl, 1);
+  const std::vector<float> zeros(tokens * dim, 0.0f);
+  for (const char* role : {"q", "k", "v"}) {
+    const hsize_t dims[3] = {1, (hsize_t)tokens, (hsize_t)dim};
+    hid_t space = H5Screate_simple(3, dims, nullptr);
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    chunks(dcpl, 1, tokens, dim);
+    H5Pset_deflate(dcpl, 1);
+    hid_t ds = H5Dcreate2(f, (std::string("/layers/0/") + role).c_str(), H5T_IEEE_F32LE, space, lcpl, dcpl,
+                          H5P_DEFAULT);
+    ASSERT_GE(H5Dwrite(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, zeros.data()), 0);
+    H5Dclose(ds);
+    H5Pclose(dcpl);
+    H5Sclose(space);
+  }
+  H5Pclose(lcpl);
+  H5Fclose(f);
+  const std::string msg =
+      kvtest::message_of<std::runtime_error>([&] { kvlab::open_dump(path)->read(0, Role::K); });
+  EXPECT_NE(msg.find("decompression bomb"), std::string::npos) << msg;
+}
+
 TEST(Hdf5Layouts, ExternalStorageIsRefused) {
   TempDir dir;
   const std::string raw = dir.file("values.bin");
