@@ -86,6 +86,7 @@ void bind_methods(py::module_& m);
 void bind_dumps(py::module_& m);
 void bind_studies(py::module_& m);
 void bind_vq(py::module_& m);
-void bind_gpu(py::module_& m);  // CUDA builds: gpu_quantize; has_gpu either way
+void bind_gpu(py::module_& m);        // CUDA builds: gpu_quantize; has_gpu either way
+void bind_attention(py::module_& m);  // CUDA builds: DecodeCache, DecodeRun (kvlab.gpu)
 
 }  // namespace kvlab::bind

@@ -15,4 +15,5 @@ PYBIND11_MODULE(_kvlab, m) {
   kvlab::bind::bind_studies(m);
   kvlab::bind::bind_vq(m);
   kvlab::bind::bind_gpu(m);
+  kvlab::bind::bind_attention(m);
 }

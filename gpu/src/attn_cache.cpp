@@ -462,3 +462,33 @@ DecodeResult decode_attention(const DecodeCache& cache, const std::vector<float>
 }
 
 }  // namespace kvlab::gpu
+
+namespace kvlab::gpu {
+
+DecodeResult decode_attention_device(const DecodeCache& cache, const float* q, float* out, int Hq,
+                                     const DecodeOptions& opt, void* stream) {
+  if (opt.debug)
+    throw std::invalid_argument("decode attention on device memory: no debug path (decode_attention has it)");
+  if (!q || !out) throw std::invalid_argument("decode attention on device memory: null q or out");
+  const auto& c = cache.impl();
+  DecodeResult r;
+  r.kernel = pick_kernel(cache, Hq, opt.kernel);
+  r.splits = opt.splits > 0 ? opt.splits : auto_splits(cache, r.kernel);
+  r.shapes = decode_shapes(c, r.kernel, r.splits);
+  DecodeLaunch run(c, Hq, r.splits, r.kernel == DecodeKernel::Stream);
+  run.args.q = q;  // read in place
+  const auto s = static_cast<cudaStream_t>(stream);
+  const size_t bytes = (size_t)c.B * Hq * c.D * 4;
+  cuda_check(cudaMemsetAsync(run.out.p, 0xFF, bytes, s), "cudaMemsetAsync");  // NaN poison, as above
+  try {
+    run.run(c, s);
+  } catch (...) {
+    cudaStreamSynchronize(s);  // the memset, before run's buffers are freed
+    throw;
+  }
+  cuda_check(cudaMemcpyAsync(out, run.out.p, bytes, cudaMemcpyDeviceToDevice, s), "cudaMemcpyAsync");
+  cuda_check(cudaStreamSynchronize(s), "decode attention");  // before run's buffers are freed
+  return r;
+}
+
+}  // namespace kvlab::gpu

@@ -18,6 +18,9 @@ r = kvlab.evaluate("d.h5", methods=["kivi-2", m], queries="last:8", progress=Tru
 d: kvlab.Dump = kvlab.open_dump("d.h5")
 cb = kvlab.vq.train(x[0].astype(np.float32), "CQ-4c8b", iters=3)
 codes8 = cb.encode(x[0])
+cache = kvlab.gpu.DecodeCache("kivi-2", [x], [x], device=0)
+out, run = kvlab.gpu.decode_attention(x, cache, "split", 4, return_run=True)
+bound: np.ndarray = run.error_bound(x, [x], [x])
 '''
 BAD = '''
 import kvlab
@@ -25,6 +28,7 @@ kvlab.quantize([1.0])
 kvlab.Method("kivi-2").bits("long", 128)
 kvlab.evaluate(methods=["kivi-2"], queriez="all")
 kvlab.open_dump(3)
+kvlab.gpu.decode_attention(None, "kivi-2")
 '''
 
 
@@ -52,5 +56,5 @@ def test_stubs_accept_correct_calls(mypy):
 def test_stubs_report_wrong_calls(mypy):
     status, out = mypy(BAD)
     assert status == 1
-    for line in (3, 4, 5, 6):
+    for line in (3, 4, 5, 6, 7):
         assert f"use.py:{line}: error" in out, out

@@ -22,7 +22,7 @@ __all__ = [
     "boost_sweep", "canonical_quantizer", "default_dump_path", "default_eval_dump", "evaluate", "families", "has_gpu", "kmeans", "methods", "open_dump",
     "quantize", "sensitivity", "synthetic", "vq",
 ]
-_SUBMODULES = {"vq", "capture", "hf"}
+_SUBMODULES = {"vq", "capture", "hf", "gpu"}
 
 
 def __getattr__(name):

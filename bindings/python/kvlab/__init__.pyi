@@ -6,6 +6,7 @@ import numpy as np
 import numpy.typing as npt
 
 from . import capture as capture
+from . import gpu as gpu
 from . import vq as vq
 
 ArrayLike = Any  # numpy arrays, CPU torch tensors, DLPack or array-protocol objects

@@ -104,6 +104,13 @@ struct DecodeResult {
 // q: (B, Hq, D) fp32 on the host.
 DecodeResult decode_attention(const DecodeCache& cache, const std::vector<float>& q, int Hq,
                               const DecodeOptions& opt = {});
+// The same on device memory, for callers that hold q and out on the GPU (kvlab.gpu in Python):
+// q, out (B, Hq, D) fp32 on the cache's device, no host copy of either; the kernels run on
+// `stream` (a cudaStream_t; null: the legacy default stream) and the call returns once they are
+// done (it synchronizes that stream: the split partials are freed). opt.debug is refused. The
+// result's out stays empty; kernel, splits and shapes are filled.
+DecodeResult decode_attention_device(const DecodeCache& cache, const float* q, float* out, int Hq,
+                                     const DecodeOptions& opt, void* stream);
 // The splits decode_attention uses when opt.splits is 0, for the kernel that runs (Split or
 // Stream; Auto counts as Split).
 int auto_splits(const DecodeCache& cache, DecodeKernel kernel = DecodeKernel::Auto);
