@@ -35,7 +35,7 @@ export PYTHONPATH=$PWD/$B/bindings/python KVLAB_CLI=$PWD/$B/experiments/kvlab
 "$PY" -c "import kvlab; print('kvlab.has_gpu() =', kvlab.has_gpu())" | tee -a "$OUT/pytest.log"
 # -rs: every skip with its reason, so a silently skipped GPU test shows in the log.
 "$PY" -m pytest -q -rs -p no:cacheprovider tests/python/test_py_gpu.py tests/python/test_py_torch.py \
-  tests/python/test_py_quantize.py tests/python/test_py_methods.py 2>&1 | tee -a "$OUT/pytest.log" | tail -15
+  tests/python/test_py_quantize.py tests/python/test_py_methods.py tests/python/test_py_gpu_attention.py 2>&1 | tee -a "$OUT/pytest.log" | tail -15
 [ "${PIPESTATUS[0]}" = 0 ] || status=1
 # kvlab.hf with the model on the GPU: the CUDA-vs-CPU test, then the 7 presets' timing split
 "$PY" -m pytest -q -rs -p no:cacheprovider tests/python/test_hf_sim.py -k cuda 2>&1 | tee -a "$OUT/pytest.log" | tail -3
