@@ -9,6 +9,7 @@
 // with lane = 4 channels (V_hat the same sum). decode_cq48 (CQ-4c8b, 4 query heads): two blocks
 // per KV head, the keys through a table of q . entry, every entry in shared memory (below).
 #include <cstdint>
+#include <type_traits>
 
 #include "attn_kinds.h"
 #include "attn_types.h"
@@ -344,6 +345,16 @@ __global__ void __launch_bounds__(kCqThreads, 1) decode_cq48(AttnArgs a) {
     l[g] = 0.0f;
     for (int x = 0; x < 4; ++x) acc[g][x] = 0.0f;
   }
+  // byte k % 4 of goff[k / 4]: the byte offset 8 g of group g = (lane + k) % 32 in a T row
+  uint32_t goff[8];
+  for (int w = 0; w < 8; ++w) {
+    goff[w] = 0;
+    for (int j = 0; j < 4; ++j) goff[w] |= (uint32_t)(((lane + 4 * w + j) & (kCqG - 1)) * 8) << (8 * j);
+  }
+  const unsigned char* Tb = reinterpret_cast<const unsigned char*>(T);
+  const unsigned char* Vb = reinterpret_cast<const unsigned char*>(V);
+  const uint32_t* vw = sV + (lane >> 2) * kCqVS;                   // this lane's group's code words
+  const uint32_t vsel = 0x4440u | (lane & 3), lane16 = lane << 4;  // its code byte; V[.][lane]
   uint32_t kn[8] = {}, vn[8] = {};  // the next tile's rows of this lane's token
   auto fetch = [&](int tile) {
     const int t = tile * kVqTile + lane;
@@ -364,51 +375,65 @@ __global__ void __launch_bounds__(kCqThreads, 1) decode_cq48(AttnArgs a) {
     fetch(tile + kCqWarps);
     const int t0 = tile * kVqTile, n = min(kVqTile, L - t0);
 
-    // ---- logits: lane = token, groups from `lane` on
+    // ---- logits: lane = token, groups from `lane` on; one byte_perm pairs two codes with their
+    // groups' byte offsets: (e << 8) | 8 g = the byte offset of T[e][g]
     float s[2];
     for (int g = 0; g < 2; ++g) s[g] = lane < n ? 0.0f : -__builtin_huge_valf();
     if (lane < n) {
       rotate_row(kr, lane);
 #pragma unroll
-      for (int k = 0; k < kCqG; ++k) {
-        const int g = (lane + k) & (kCqG - 1);
-        const uint32_t e = (kr[k >> 2] >> (8 * (k & 3))) & 0xFFu;
-        const float2 t = T[e * kCqG + g];
-        s[0] = __fadd_rn(s[0], t.x);
-        s[1] = __fadd_rn(s[1], t.y);
-        if (dbg) {
-          const float4 kh = __ldg(gk + g * kCqE + e);
-          float* o = dbg_k + (int64_t)(t0 + lane) * kD + 4 * g;
-          o[0] = __fadd_rn(0.0f, kh.x);  // vq_decode's 0 + entry (-0 becomes +0)
-          o[1] = __fadd_rn(0.0f, kh.y);
-          o[2] = __fadd_rn(0.0f, kh.z);
-          o[3] = __fadd_rn(0.0f, kh.w);
+      for (int w = 0; w < 8; ++w) {
+        const uint32_t a01 = __byte_perm(kr[w], goff[w], 0x1504), a23 = __byte_perm(kr[w], goff[w], 0x3726);
+        const uint32_t off[4] = {a01 & 0xFFFFu, a01 >> 16, a23 & 0xFFFFu, a23 >> 16};
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const float2 t = *reinterpret_cast<const float2*>(Tb + off[j]);
+          s[0] = __fadd_rn(s[0], t.x);
+          s[1] = __fadd_rn(s[1], t.y);
+          if (dbg) {
+            const int g = (off[j] & 0xFFu) >> 3;
+            const float4 kh = __ldg(gk + g * kCqE + (off[j] >> 8));
+            float* o = dbg_k + (int64_t)(t0 + lane) * kD + 4 * g;
+            o[0] = __fadd_rn(0.0f, kh.x);  // vq_decode's 0 + entry (-0 becomes +0)
+            o[1] = __fadd_rn(0.0f, kh.y);
+            o[2] = __fadd_rn(0.0f, kh.z);
+            o[3] = __fadd_rn(0.0f, kh.w);
+          }
         }
       }
     }
     tile_softmax<2>(s, m, l, acc, sP, lane);  // ends with __syncwarp: sV and sP are visible
-    // ---- P V: lane = group (channels 4 lane ..), its codes in word lane / 4 at byte lane % 4
-    const uint32_t* vw = sV + (lane >> 2) * kCqVS;
-    const int vshift = 8 * (lane & 3);
-    for (int t4 = 0; t4 < n; t4 += 4) {
-      const uint4 w4 = *reinterpret_cast<const uint4*>(vw + t4);
-      const uint32_t w[4] = {w4.x, w4.y, w4.z, w4.w};
+    // ---- P V: lane = group (channels 4 lane ..), its codes at byte lane % 4 of word lane / 4;
+    // 4 tokens' words and 2 tokens' probabilities per load; full tiles without the length test
+    auto pv = [&](auto full) {
+      for (int t4 = 0; t4 < n; t4 += 4) {
+        const uint4 w4 = *reinterpret_cast<const uint4*>(vw + t4);
+        const float4 p01 = *reinterpret_cast<const float4*>(sP[t4]),
+                     p23 = *reinterpret_cast<const float4*>(sP[t4 + 2]);
+        const uint32_t w[4] = {w4.x, w4.y, w4.z, w4.w};
+        const float p[4][2] = {{p01.x, p01.y}, {p01.z, p01.w}, {p23.x, p23.y}, {p23.z, p23.w}};
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        if (t4 + j >= n) break;
-        const float4 x = V[((w[j] >> vshift) & 0xFFu) * kCqG + lane];
-        if (dbg) {
-          float* o = dbg_v + (int64_t)(t0 + t4 + j) * kD + 4 * lane;
-          o[0] = __fadd_rn(0.0f, x.x);
-          o[1] = __fadd_rn(0.0f, x.y);
-          o[2] = __fadd_rn(0.0f, x.z);
-          o[3] = __fadd_rn(0.0f, x.w);
+        for (int j = 0; j < 4; ++j) {
+          if (!decltype(full)::value && t4 + j >= n) break;
+          const uint32_t e = __byte_perm(w[j], 0, vsel);
+          const float4 x = *reinterpret_cast<const float4*>(Vb + ((e << 9) | lane16));  // V[e][lane]
+          if (dbg) {
+            float* o = dbg_v + (int64_t)(t0 + t4 + j) * kD + 4 * lane;
+            o[0] = __fadd_rn(0.0f, x.x);
+            o[1] = __fadd_rn(0.0f, x.y);
+            o[2] = __fadd_rn(0.0f, x.z);
+            o[3] = __fadd_rn(0.0f, x.w);
+          }
+          const float xv[4] = {x.x, x.y, x.z, x.w};
+          for (int g = 0; g < 2; ++g)
+            for (int c = 0; c < 4; ++c) acc[g][c] = __fmaf_rn(p[j][g], xv[c], acc[g][c]);
         }
-        const float p[2] = {sP[t4 + j][0], sP[t4 + j][1]}, xv[4] = {x.x, x.y, x.z, x.w};
-        for (int g = 0; g < 2; ++g)
-          for (int c = 0; c < 4; ++c) acc[g][c] = __fmaf_rn(p[g], xv[c], acc[g][c]);
       }
-    }
+    };
+    if (n == kVqTile)
+      pv(std::true_type{});
+    else
+      pv(std::false_type{});
     __syncwarp();  // every lane is done with sV and sP before the next tile overwrites them
   }
   merge_warps<2, kCqWarps>(a, m, l, acc, wmem, w0, kCqWarpBytes, b, hq0, a.Hkv * 4, split);
