@@ -476,7 +476,7 @@ DecodeResult decode_attention_device(const DecodeCache& cache, const float* q, f
   DecodeResult r;
   r.kernel = pick_kernel(cache, Hq, opt.kernel);
   r.splits = opt.splits > 0 ? opt.splits : auto_splits(cache, r.kernel);
-  r.shapes = decode_shapes(c, r.kernel, r.splits);
+  r.shapes = decode_shapes(c, r.kernel, r.splits, Hq / c.Hkv);
   DecodeLaunch run(c, Hq, r.splits, r.kernel == DecodeKernel::Stream);
   run.args.q = q;  // read in place
   const auto s = static_cast<cudaStream_t>(stream);
