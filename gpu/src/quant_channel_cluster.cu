@@ -157,23 +157,26 @@ __global__ void __launch_bounds__(kClusterThreads, 3)
   const int c_beg = min(chunks, rank * per), c_end = min(chunks, c_beg + per);
   const int rows = (c_end - c_beg) * 16;
   const In* src = x + (n * f.T + t0 + c_beg * 16) * D + cb * DB;
+  // Thread = chunk cc of rows rl, rl + RL, ... in every step (CPB divides the block).
+  const int cc = threadIdx.x % CPB, rl = threadIdx.x / CPB, RL = blockDim.x / CPB;
   // 0. the range into shared memory, in kSmemStages row slices (one commit group each)
   const int srows = ((rows / 16 + kSmemStages - 1) / kSmemStages) * 16;
+  {
+    const In* sp = src + (int64_t)rl * D + cc * V;
+    uint4* dp = tile + rl * CPB + cc;
+    int r = rl;
 #pragma unroll
-  for (int st = 0; st < kSmemStages; ++st) {
-    const int r0 = min(rows, st * srows), nchunk = (min(rows, r0 + srows) - r0) * CPB;
-    for (int i = threadIdx.x; i < nchunk; i += blockDim.x) {
-      const int r = r0 + i / CPB, cc = i % CPB;
-      cp_async16(tile + r * CPB + cc, src + (int64_t)r * D + cc * V);
+    for (int st = 0; st < kSmemStages; ++st) {
+      for (const int r1 = min(rows, (st + 1) * srows); r < r1; r += RL, sp += (int64_t)RL * D, dp += RL * CPB)
+        cp_async16(dp, sp);
+      asm volatile("cp.async.commit_group;\n" ::: "memory");
     }
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
   }
   for (int c = threadIdx.x; c < DB; c += blockDim.x) {
     kmn[c] = ord_key(INFINITY);
     kmx[c] = ord_key(-INFINITY);
   }
-  // 1. min/max: thread = chunk cc of rows rl, rl + RL, ... as each slice lands
-  const int cc = threadIdx.x % CPB, rl = threadIdx.x / CPB, RL = blockDim.x / CPB;
+  // 1. min/max as each slice lands
   float mn[V], mx[V];
   int32_t kn[V], kx[V];
   __half2 hn[4], hx[4];
@@ -198,7 +201,8 @@ __global__ void __launch_bounds__(kClusterThreads, 3)
     if (st == 3) cp_async_wait<0>();
     __syncthreads();  // this slice from every thread's copies (and the kmn / kmx init)
     const int r1 = min(rows, (st + 1) * srows);
-    for (int r = min(rows, st * srows) + rl; r < r1; r += RL) {
+#pragma unroll 4
+    for (int r = min(rows, st * srows) + rl; r < r1; r += RL) {  // unrolled: 4 loads in flight
       const uint4 w = tile[r * CPB + cc];
       if (h2) {
         const uint32_t u[4] = {w.x, w.y, w.z, w.w};
@@ -260,12 +264,12 @@ __global__ void __launch_bounds__(kClusterThreads, 3)
   // 3. codes from shared memory: unit = V channels x RS rows (8 where whole words allow: fewer
   // registers for 3 CTAs per SM)
   constexpr int RS = BITS == 2 ? 16 : 8, NWS = RS * BITS / 32;
-  const int units = (rows / RS) * CPB;
-  for (int u = threadIdx.x; u < units; u += blockDim.x) {
-    const int uc = u % CPB, tr = u / CPB, c0 = uc * V;
+  const int c0 = cc * V;
+  for (int tr = rl; tr < rows / RS; tr += RL) {
     uint4 raw[RS];
 #pragma unroll
-    for (int i = 0; i < RS; ++i) raw[i] = tile[(tr * RS + i) * CPB + uc];
+    for (int i = 0; i < RS; ++i) raw[i] = tile[(tr * RS + i) * CPB + cc];
+    uint8_t* dst = q.codes + (n * D + cb * DB + c0) * f.row_bytes + (t0 + c_beg * 16 + tr * RS) * BITS / 8;
 #pragma unroll
     for (int j = 0; j < V; ++j) {
       const float4 pv = sqp[c0 + j];
@@ -275,14 +279,13 @@ __global__ void __launch_bounds__(kClusterThreads, 3)
       for (int i = 0; i < RS; ++i) v[i] = row_value<In>(raw[i], j);
       uint32_t w[NWS];
       pack_run<SYM, BITS, RS>(v, qp, GroupParams{qp.scale, SYM ? 0.0f : qp.zero}, w);
-      uint8_t* dst =
-          q.codes + (n * D + cb * DB + c0 + j) * f.row_bytes + (t0 + c_beg * 16 + tr * RS) * BITS / 8;
       if constexpr (NWS == 1)
         *reinterpret_cast<uint32_t*>(dst) = w[0];
       else if constexpr (NWS == 2)
         *reinterpret_cast<uint2*>(dst) = make_uint2(w[0], w[1]);
       else
         *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
+      dst += f.row_bytes;
     }
   }
 }
