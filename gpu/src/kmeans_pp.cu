@@ -50,8 +50,7 @@ __global__ void update_kernel(const float* __restrict__ x, int64_t n, int d, con
       const double u = __dsub_rn((double)a[j], (double)c[j]);
       s = __dadd_rn(s, __dmul_rn(u, u));
     }
-    const double m = md[p * n + i];
-    md[p * n + i] = s < m ? s : m;
+    if (s < md[p * n + i]) md[p * n + i] = s;  // (most points keep theirs: no write)
   }
 }
 
@@ -80,7 +79,8 @@ __global__ void chunk_sums_kernel(const double* __restrict__ md, int64_t n, int6
     load128(md, i0 + 128, e, lane, next);
 #pragma unroll
     for (int q = 0; q < 4; ++q)
-      for (int l = 0; l < 32; ++l) s = __dadd_rn(s, __shfl_sync(kFull, v[q], l));
+#pragma unroll
+      for (int l = 0; l < 32; ++l) s = __dadd_rn(s, __shfl_sync(kFull, v[q], l));  // shuffles issue ahead
 #pragma unroll
     for (int q = 0; q < 4; ++q) v[q] = next[q];
   }
@@ -114,9 +114,15 @@ __global__ void draw_kernel(const float* __restrict__ x, int64_t n, int d, int64
       for (int64_t i0 = b; i0 < e && pick < 0; i0 += 128) {
         double v[4];
         load128(m, i0, e, lane, v);
-        for (int q = 0; q < 4 && pick < 0; ++q)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {  // unrolled: v and mv stay in registers
+          if (pick >= 0) break;
+          double mv[32];  // all 32 shuffles first, then the dependent walk
+#pragma unroll
+          for (int l = 0; l < 32; ++l) mv[l] = __shfl_sync(kFull, v[q], l);
+#pragma unroll
           for (int l = 0; l < 32; ++l) {
-            const double mi = __shfl_sync(kFull, v[q], l);
+            const double mi = mv[l];
             if (!(mi > 0)) continue;
             last = i0 + q * 32 + l;
             if (r < mi) {
@@ -125,6 +131,7 @@ __global__ void draw_kernel(const float* __restrict__ x, int64_t n, int d, int64
             }
             r = __dsub_rn(r, mi);
           }
+        }
       }
       if (pick < 0) pick = last;  // rounding left r just past the chunk's end
     }
