@@ -8,7 +8,8 @@
 // order (a stable radix sort of the points by centroid gives that order), the same float
 // division and the same split of empty clusters from the heaviest one. Checked by
 // `kvlab-gpu-kmeans --validate` (gpu/tools/kmeans_main.cpp): 0 differing centroid bits and
-// assignments is the pass condition.
+// assignments is the pass condition, and for the k-means++ starts drawn on the GPU 0 differing
+// start bits against the CPU's kmeans_start.
 //
 // Host code only here (C++17); the kernels are in gpu/src/kmeans.cu. Depends on core/ alone.
 #pragma once
