@@ -301,14 +301,20 @@ std::string stream_refusal(const DecodeCache& cache, int Hq) {
   if (c.D != 128 || Hq != 4 * c.Hkv) return "head_dim 128 with 4 query heads per KV head only";
   const attn::AttnKind& k = c.kind;
   if (k.vq) return "codebook caches run on the codebook kernel";
-  if (!(k.kbits == 0 && k.vbits == 0) &&
+  const bool int8 = !k.kboost && k.vchannel && k.kbits == 8 && k.vbits == 8;
+  if (!(k.kbits == 0 && k.vbits == 0) && !int8 &&
       !(!k.kboost && !k.vchannel && k.kbits == k.vbits && (k.kbits == 2 || k.kbits == 4)))
-    return "formats: fp16, or kivi with kbits = vbits = 2 or 4";
+    return "formats: fp16, int8 (group=all), or kivi with kbits = vbits = 2 or 4";
   const int tt = attn::stream_tile_tokens(k.kbits);
   auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
   for (const attn::AttnSeq& s : c.seqs) {
     if (!aligned(s.k_fp) || !aligned(s.v_fp)) return "fp16 rows not 16-byte aligned";
     const PackedLayout &kf = s.k.f, &vf = s.v.f;
+    if (int8) {  // any row length (unaligned rows are staged by byte loads)
+      if ((kf.T > 0 && kf.groups != 1) || (vf.T > 0 && vf.groups != 1))
+        return "int8: one scale per channel over every token (group=all)";
+      continue;
+    }
     if (kf.T > 0 &&
         (kf.sym || (kf.groups > 1 && kf.G % tt != 0) || kf.row_bytes % 16 != 0 || !aligned(s.k.codes)))
       return "keys: asymmetric, groups a multiple of " + std::to_string(tt) + " tokens, 16-byte rows";

@@ -1,4 +1,4 @@
-// The streaming decode kernels (attn_stream.cuh) of fp16 and kivi-2/4 caches, with and without the
+// The streaming decode kernels (attn_stream.cuh) of fp16, int8 and kivi-2/4 caches, with and without the
 // debug path that writes every K_hat / V_hat.
 #include "attn_kinds.h"
 #include "attn_stream.cuh"
@@ -43,6 +43,7 @@ int blocks_kb() {
 int stream_kb(const AttnKind& k) {
   if (k.kbits == 0 && k.vbits == 0) return 0;
   if (!k.kboost && !k.vchannel && k.kbits == k.vbits && (k.kbits == 2 || k.kbits == 4)) return k.kbits;
+  if (!k.kboost && k.vchannel && k.kbits == 8 && k.vbits == 8) return 8;
   return -1;
 }
 
@@ -53,6 +54,7 @@ bool launch_stream_kernel(const AttnKind& k, int B, const AttnArgs& a, cudaStrea
     case 0: return launch_kb<0>(a, B, s);
     case 2: return launch_kb<2>(a, B, s);
     case 4: return launch_kb<4>(a, B, s);
+    case 8: return launch_kb<8>(a, B, s);
     default: return false;
   }
 }
@@ -62,6 +64,7 @@ int stream_blocks_per_sm(const AttnKind& k) {
     case 0: return blocks_kb<0>();
     case 2: return blocks_kb<2>();
     case 4: return blocks_kb<4>();
+    case 8: return blocks_kb<8>();
     default: return 0;
   }
 }
