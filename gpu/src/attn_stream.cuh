@@ -25,18 +25,24 @@ constexpr int kSD = 128, kSG = 4;  // head dim, query heads per KV head
 // Shared memory of one warp: two stages of (key tile, value tile), the tile's probabilities,
 // and (kivi) the key parameters per channel and value parameters per token as fp32. int8 (CH):
 // values channel-major like the keys, one symmetric scale per channel over every token, so no
-// per-tile parameters (the scales fold into q and into the output).
-template <int KB>
+// per-tile parameters (the scales fold into q and into the output). Kitty (BO): the key tile's
+// low plane as kivi-2's codes, then up to kMaxSlots rows of the page's high plane (boosted slots).
+constexpr int kMaxSlots = kStreamMaxSlots;
+template <int KB, bool BO = false>
 struct StreamGeo {
   static constexpr bool CH = KB == 8;
   static constexpr int TT = stream_tile_tokens(KB);
   static constexpr int TPL = TT / 32;                // key tokens per lane in the logits
   static constexpr int KROW = KB ? TT * KB / 8 : 0;  // bytes of one channel's codes in a tile (16; int8 32)
   static constexpr int KBYTES = KB ? kSD * KROW : TT * kSD * 2;
-  static constexpr int VROW = CH ? TT : KB ? kSD * KB / 8 : kSD * 2;  // bytes of one value row (token; int8 channel)
+  static constexpr int VROW = CH   ? TT
+                              : KB ? kSD * KB / 8
+                                   : kSD * 2;  // bytes of one value row (token; int8 channel)
   static constexpr int VBYTES = CH ? kSD * VROW : TT * VROW;
-  static constexpr int STAGE = KBYTES + VBYTES;
-  static constexpr int PARAMS = KB && !CH ? (kSD + TT) * 8 : 0;
+  static constexpr int HBYTES = BO ? kMaxSlots * KROW : 0;  // high plane rows (slots)
+  static constexpr int VOFF = KBYTES + HBYTES;              // value tile in a stage
+  static constexpr int STAGE = VOFF + VBYTES;
+  static constexpr int PARAMS = (KB && !CH ? (kSD + TT) * 8 : 0) + (BO ? kMaxSlots : 0);  // + slot -> channel
   static constexpr int WARP = 2 * STAGE + TT * kSG * 4 + PARAMS;
   static constexpr int SMEM = kSD * kSG * 4 + kStreamWarps * WARP;
   static_assert(KB == 0 || KROW == (CH ? 32 : 16), "the MMA fragments read 16-byte key rows (int8: 32)");
@@ -77,9 +83,9 @@ __device__ __forceinline__ float sparam(const void* p, int64_t i, bool half) {
 // lanes of a 16-byte load phase (8 rows, same chunk) and a row read by 32 lanes hit distinct banks.
 __device__ __forceinline__ int swz(int t, int ch) { return t * 256 + ((ch ^ (t & 7)) << 4); }
 
-template <int KB, bool DBG>
+template <int KB, bool DBG, bool BO = false>
 struct StreamWarp {
-  using G = StreamGeo<KB>;
+  using G = StreamGeo<KB, BO>;
   static constexpr int TT = G::TT, TPL = G::TPL;
   const AttnSeq& sq;     // in shared memory
   float *dbg_k, *dbg_v;  // copied: a reference to the kernel's parameter would put it in local memory
@@ -88,8 +94,9 @@ struct StreamWarp {
                         // in local memory)
   float (*sP)[kSG];
   float2 *kpar, *vpar;
+  uint8_t* slot_ch;  // Kitty: the channel of each boosted slot of the current page
   int h, lane, mb, gid, tig;
-  bool async_ok;  // int8: both roles' rows 16-byte aligned (kivi: always, stream_refusal)
+  bool async_ok;                      // int8: both roles' rows 16-byte aligned (kivi: always, stream_refusal)
   float m[kSG], l[kSG], acc[kSG][4];  // the lane's channels 4 lane .. 4 lane + 3
   // Packed tiles on tensor cores (attn_mma.cuh). P V: oacc[m] is the MMA fragment of channels
   // 16 gid + 2m (+1) and columns 2 tig (+1) (tig < 2: hi of heads 2 tig, 2 tig + 1; else lo),
@@ -102,6 +109,7 @@ struct StreamWarp {
   float oacc[8][4], pz[kSG], rescale[kSG];
   int evc[2], ev_own;
   uint32_t kfrag[8][2];
+  uint32_t kfrag_hi[kMaxSlots / 16][2];  // Kitty: the key operand of the boosted slots' high bits
   float kesc[2], kbias[2];
   int64_t kg_cur;
   // fp16 logits: the scaled q of the lane's 16 channels (8 (lane % 8) .. and 64 + 8 (lane % 8) ..)
@@ -115,11 +123,14 @@ struct StreamWarp {
     sP = reinterpret_cast<float(*)[kSG]>(w + 2 * G::STAGE);
     kpar = reinterpret_cast<float2*>(w + 2 * G::STAGE + TT * kSG * 4);
     vpar = kpar + kSD;
+    slot_ch = reinterpret_cast<uint8_t*>(vpar + TT);
     lane = threadIdx.x % 32;
     gid = lane >> 2;
     tig = lane & 3;
     mb = stream_main_begin(KB, s.S);
-    auto al = [](const void* p, int64_t row) { return ((reinterpret_cast<uintptr_t>(p) | (uintptr_t)row) & 15) == 0; };
+    auto al = [](const void* p, int64_t row) {
+      return ((reinterpret_cast<uintptr_t>(p) | (uintptr_t)row) & 15) == 0;
+    };
     async_ok = !G::CH || (al(s.k.codes, s.k.f.row_bytes) && al(s.v.codes, s.v.f.row_bytes));
     if constexpr (KB > 0) {
       for (int x = 0; x < 8; ++x)
@@ -149,18 +160,27 @@ struct StreamWarp {
     if constexpr (KB > 0) {
       const PackedLayout& kf = sq.k.f;
       constexpr int CK = G::KROW / 16;  // 16-byte chunks per channel row
-      const uint8_t* kb = sq.k.codes + (int64_t)h * kSD * kf.row_bytes + (int64_t)r0 * KB / 8;
-      for (int j = lane; j < kSD * CK; j += 32)
-        copy16(s + (j / CK) * G::KROW + (j % CK) * 16, kb + (int64_t)(j / CK) * kf.row_bytes + (j % CK) * 16,
-               async_ok);
+      if constexpr (BO) {  // page p's low plane rows (channels), then its high plane rows (slots)
+        const int64_t p = r0 / kf.G, o = (r0 % kf.G) * KB / 8, rb = packed_bytes(kf.G, KB);
+        const uint8_t* lo = sq.k.codes + h * kf.slice_low() + kf.page_low(p) + o;
+        for (int j = lane; j < kSD; j += 32) cp_async16(s + j * G::KROW, lo + j * rb);
+        const uint8_t* hi = sq.k.high + h * kf.slice_high() + kf.page_high(p) + o;
+        for (int j = lane; j < kf.k; j += 32) cp_async16(s + G::KBYTES + j * G::KROW, hi + j * rb);
+      } else {
+        const uint8_t* kb = sq.k.codes + (int64_t)h * kSD * kf.row_bytes + (int64_t)r0 * KB / 8;
+        for (int j = lane; j < kSD * CK; j += 32)
+          copy16(s + (j / CK) * G::KROW + (j % CK) * 16,
+                 kb + (int64_t)(j / CK) * kf.row_bytes + (j % CK) * 16, async_ok);
+      }
       if constexpr (G::CH) {  // value rows are channels too
         const int64_t vr = sq.v.f.row_bytes;
         const uint8_t* vb = sq.v.codes + (int64_t)h * kSD * vr + r0;
         for (int j = lane; j < kSD * CK; j += 32)
-          copy16(s + G::KBYTES + (j / CK) * G::VROW + (j % CK) * 16, vb + (j / CK) * vr + (j % CK) * 16, async_ok);
+          copy16(s + G::VOFF + (j / CK) * G::VROW + (j % CK) * 16, vb + (j / CK) * vr + (j % CK) * 16,
+                 async_ok);
       } else {
         const uint8_t* vb = sq.v.codes + ((int64_t)h * sq.v.f.T + r0) * G::VROW;
-        for (int j = lane; j < G::VBYTES / 16; j += 32) cp_async16(s + G::KBYTES + j * 16, vb + j * 16);
+        for (int j = lane; j < G::VBYTES / 16; j += 32) cp_async16(s + G::VOFF + j * 16, vb + j * 16);
       }
     } else {
       const int64_t rows = sq.L;  // fp16 method: row t is token t
@@ -168,7 +188,7 @@ struct StreamWarp {
       const uint16_t* vb = sq.v_fp + ((int64_t)h * rows + r0) * kSD;
       for (int j = lane; j < TT * 16; j += 32) {
         cp_async16(s + swz(j / 16, j % 16), kb + j * 8);
-        cp_async16(s + G::KBYTES + swz(j / 16, j % 16), vb + j * 8);
+        cp_async16(s + G::VOFF + swz(j / 16, j % 16), vb + j * 8);
       }
     }
   }
@@ -179,8 +199,14 @@ struct StreamWarp {
     const PackedLayout &kf = sq.k.f, &vf = sq.v.f;
     const int64_t kg = r0 / kf.G;  // one key group per tile (host check: G % TT == 0 or 1 group)
     for (int c = lane; c < kSD; c += 32) {
-      const int64_t i = ((int64_t)h * kSD + c) * kf.groups + kg;
+      // Kitty: parameters (head, page, channel); kivi: (head, channel, group)
+      const int64_t i =
+          BO ? ((int64_t)h * kf.groups + kg) * kSD + c : ((int64_t)h * kSD + c) * kf.groups + kg;
       kpar[c] = make_float2(sparam(sq.k.scale, i, kf.half_params), sparam(sq.k.zero, i, kf.half_params));
+      if constexpr (BO) {
+        const uint8_t slot = __ldg(sq.k.index + i);
+        if (slot != 0xFF) slot_ch[slot] = (uint8_t)c;
+      }
     }
     for (int t = lane; t < TT; t += 32) {
       const int64_t i = ((int64_t)h * vf.T + r0 + t) * vf.groups;  // one value group per token
@@ -188,7 +214,10 @@ struct StreamWarp {
     }
   }
 
-  // Online softmax over the logits s[j] of tokens lane TPL + j (-inf: no token); p -> sP.
+  // Online softmax over the logits s[j] of tokens lane TPL + j (-inf: no token); p -> sP. MMA
+  // (a packed tile): the fp32 accumulators are still 0 there (the rest runs after every tile), so
+  // only the MMA sums are rescaled.
+  template <bool MMA = false>
   __device__ __forceinline__ void softmax(float (&s)[TPL][kSG]) {
     for (int g = 0; g < kSG; ++g) {
       float mx = s[0][g];
@@ -205,10 +234,11 @@ struct StreamWarp {
       const float alpha = exp2f(__fsub_rn(m[g], m_new));
       l[g] = __fmaf_rn(l[g], alpha, sum);
       m[g] = m_new;
-      for (int i = 0; i < 4; ++i) acc[g][i] = __fmul_rn(acc[g][i], alpha);
+      if constexpr (!MMA)
+        for (int i = 0; i < 4; ++i) acc[g][i] = __fmul_rn(acc[g][i], alpha);
       rescale[g] = alpha;
     }
-    if constexpr (KB > 0) {
+    if constexpr (KB > 0) {  // the MMA sums, in tiles and in the rest
       const float f0 = (tig & 1) ? rescale[2] : rescale[0];
       const float f1 = (tig & 1) ? rescale[3] : rescale[1];
       for (int x = 0; x < 8; ++x) {
@@ -217,7 +247,8 @@ struct StreamWarp {
         oacc[x][2] = __fmul_rn(oacc[x][2], f0);
         oacc[x][3] = __fmul_rn(oacc[x][3], f1);
       }
-      for (int g = 0; g < kSG; ++g) pz[g] = __fmul_rn(pz[g], rescale[g]);
+      if constexpr (!G::CH)
+        for (int g = 0; g < kSG; ++g) pz[g] = __fmul_rn(pz[g], rescale[g]);
     }
     __syncwarp();
   }
@@ -278,9 +309,22 @@ struct StreamWarp {
       kfrag[kb][0] = pack2(split_half(qs(kb, 0), E, gid >= 4), split_half(qs(kb, 1), E, gid >= 4));
       kfrag[kb][1] = pack2(split_half(qs(kb, 2), E, gid >= 4), split_half(qs(kb, 3), E, gid >= 4));
     }
+    if constexpr (BO) {  // slot s carries channel slot_ch[s]'s q * scale (0 past the page's k slots)
+      auto qh = [&](int sb, int r) {
+        const int sl = 16 * sb + 2 * tig + (r & 1) + 8 * (r >> 1);
+        if (sl >= sq.k.f.k) return (uint16_t)0;
+        const int c = slot_ch[sl];
+        return split_half(__fmul_rn(sQ[c][g], kpar[c].x), E, gid >= 4);
+      };
+#pragma unroll
+      for (int sb = 0; sb < kMaxSlots / 16; ++sb) {
+        kfrag_hi[sb][0] = pack2(qh(sb, 0), qh(sb, 1));
+        kfrag_hi[sb][1] = pack2(qh(sb, 2), qh(sb, 3));
+      }
+    }
     for (int i = 0; i < 2; ++i) {
       const int src = 4 * (2 * (tig & 1) + i);  // lane gid = head, tig 0
-      kesc[i] = ldexpf(1.0f, CX - __shfl_sync(0xffffffffu, E, src));
+      kesc[i] = mul_pow2(1.0f, CX - __shfl_sync(0xffffffffu, E, src));
       kbias[i] = __shfl_sync(0xffffffffu, bz, src);
     }
   }
@@ -306,11 +350,43 @@ struct StreamWarp {
           for (int r = 0; r < 4; ++r)
             for (int hi = 0; hi < 2; ++hi) {
               const int c = c0 + hi + 8 * (r >> 1), t = key_token(x) + (r & 1);
-              dbg_row(dbg_k, t0 + t)[c] = sdequant((a[r] >> (16 * hi)) & 0xFFFFu, kpar[c].x, kpar[c].y);
+              const uint32_t code = ((a[r] >> (16 * hi)) & 0xFFFFu) | (high_code(s, t0, t, c) << KB);
+              dbg_row(dbg_k, t0 + t)[c] = sdequant(code, kpar[c].x, kpar[c].y);
             }
         mma16816(lc[x], a[0], a[1], a[2], a[3], kfrag[kb][0], kfrag[kb][1]);
       }
     }
+    if constexpr (BO) {  // the boosted slots' high bits: codes * 4 (exact subnormals) x the slots' operand
+#pragma unroll
+      for (int sb = 0; sb < kMaxSlots / 16; ++sb) {
+        if (16 * sb >= sq.k.f.k) break;
+        const unsigned char* row = s + G::KBYTES + (16 * sb + 2 * tig) * G::KROW + 8 * (gid >> 2);
+        uint2 w[4];
+        for (int r = 0; r < 4; ++r)
+          w[r] = *reinterpret_cast<const uint2*>(row + ((r & 1) + 8 * (r >> 1)) * G::KROW);
+#pragma unroll
+        for (int x = 0; x < NM; ++x) {
+          constexpr int H = 4 / KB;
+          const int e = x / H, sh = 2 * KB * (x % H);
+          const uint32_t p01 = pair_bytes(e ? w[0].y : w[0].x, e ? w[1].y : w[1].x, gid & 3);
+          const uint32_t p89 = pair_bytes(e ? w[2].y : w[2].x, e ? w[3].y : w[3].x, gid & 3);
+          mma16816(lc[x], code_pair<KB>(p01, sh) << 2, code_pair<KB>(p01, sh + KB) << 2,
+                   code_pair<KB>(p89, sh) << 2, code_pair<KB>(p89, sh + KB) << 2, kfrag_hi[sb][0],
+                   kfrag_hi[sb][1]);
+        }
+      }
+    }
+  }
+
+  // Kitty: the high 2 bits of channel c's code at tile token t (0 when c is not boosted), from the
+  // staged high plane (debug path only).
+  __device__ __forceinline__ uint32_t high_code(const unsigned char* s, int t0, int t, int c) const {
+    if constexpr (!BO) return 0;
+    const PackedLayout& kf = sq.k.f;
+    const int64_t p = (t0 - mb) / kf.G;
+    const uint8_t slot = __ldg(sq.k.index + ((int64_t)h * kf.groups + p) * kSD + c);
+    if (slot == 0xFF) return 0;
+    return (s[G::KBYTES + slot * G::KROW + t / 4] >> (2 * (t % 4))) & 3u;
   }
 
   // Logits of a staged int8 tile: the lane reads word gid (tokens 4 gid ..) of rows key_chan(kb, r);
@@ -323,9 +399,9 @@ struct StreamWarp {
         w[r] = *reinterpret_cast<const uint32_t*>(s + key_chan(kb, r) * G::KROW + 4 * gid);
 #pragma unroll
       for (int x = 0; x < NM; ++x) {
-        const uint32_t a[4] = {int8_pair(pair_bytes(w[0], w[1], 2 * x)), int8_pair(pair_bytes(w[0], w[1], 2 * x + 1)),
-                               int8_pair(pair_bytes(w[2], w[3], 2 * x)),
-                               int8_pair(pair_bytes(w[2], w[3], 2 * x + 1))};
+        const uint32_t a[4] = {
+            int8_pair(pair_bytes(w[0], w[1], 2 * x)), int8_pair(pair_bytes(w[0], w[1], 2 * x + 1)),
+            int8_pair(pair_bytes(w[2], w[3], 2 * x)), int8_pair(pair_bytes(w[2], w[3], 2 * x + 1))};
         if (DBG)
           for (int r = 0; r < 4; ++r)
             for (int hi = 0; hi < 2; ++hi) {
@@ -340,7 +416,8 @@ struct StreamWarp {
 
   // P V of a staged kivi tile: the lane's 16 channels 16 gid .. of token rows 16 kb + 2 tig (+1,
   // +8, +9); M-block x holds channels 16 gid + 2x (row gid) and + 1 (row gid + 8).
-  __device__ __forceinline__ void value_mma_kivi(const unsigned char* sv, int t0, const uint32_t (&vb)[NM][2]) {
+  __device__ __forceinline__ void value_mma_kivi(const unsigned char* sv, int t0,
+                                                 const uint32_t (&vb)[NM][2]) {
 #pragma unroll
     for (int kb = 0; kb < NM; ++kb) {
       const int tr = 16 * kb + 2 * tig;
@@ -380,7 +457,8 @@ struct StreamWarp {
   // P V of a staged int8 tile (channel rows): M-block x is channels 16x + gid (rows gid) and + 8;
   // the lane reads 8 bytes (tokens 8 tig ..) of each, word kb for k block kb; a word's bytes 0, 2
   // are k indices 2 tig, 2 tig + 1 and bytes 1, 3 are 2 tig + 8, + 9 (value_token).
-  __device__ __forceinline__ void value_mma_int8(const unsigned char* sv, int t0, const uint32_t (&vb)[NM][2]) {
+  __device__ __forceinline__ void value_mma_int8(const unsigned char* sv, int t0,
+                                                 const uint32_t (&vb)[NM][2]) {
 #pragma unroll
     for (int x = 0; x < 8; ++x) {
       const uint2 w0 = *reinterpret_cast<const uint2*>(sv + (16 * x + gid) * G::VROW + 8 * tig);
@@ -423,7 +501,7 @@ struct StreamWarp {
       key_mma_int8(s, t0, lc);
     else
       key_mma_kivi(s, t0, lc);
-    // hi + lo (columns n and n + 4 sit in lanes tig and tig ^ 2), times 2^(CX - E), plus q . zero
+      // hi + lo (columns n and n + 4 sit in lanes tig and tig ^ 2), times 2^(CX - E), plus q . zero
 #pragma unroll
     for (int x = 0; x < NM; ++x) {
       float v[4];
@@ -439,7 +517,7 @@ struct StreamWarp {
     for (int j = 0; j < TPL; ++j)
       for (int g = 0; g < kSG; ++g) lg[j][g] = sP[lane * TPL + j][g];
     __syncwarp();
-    softmax(lg);
+    softmax<true>(lg);
 
     // value operand: p (kivi: p * scale) of tokens value_token(kb, r), head gid & 3, hi or lo
     const int g = gid & 3;
@@ -468,7 +546,7 @@ struct StreamWarp {
       for (int gg = 0; gg < kSG; ++gg) pz[gg] = __fadd_rn(pz[gg], __shfl_sync(0xffffffffu, zs, 4 * gg));
     for (int i = 0; i < 2; ++i) {
       const int en = __shfl_sync(0xffffffffu, ev_own, 4 * (2 * (tig & 1) + i));
-      const float f = ldexpf(1.0f, en - evc[i]);  // exact: the accumulator moves to the new units
+      const float f = mul_pow2(1.0f, en - evc[i]);  // exact: the accumulator moves to the new units
       for (int x = 0; x < 8; ++x) {
         oacc[x][i] = __fmul_rn(oacc[x][i], f);
         oacc[x][i + 2] = __fmul_rn(oacc[x][i + 2], f);
@@ -482,9 +560,9 @@ struct StreamWarp {
       vb[kb][1] = pack2(split_half(xv[kb][2], ev_own, gid >= 4), split_half(xv[kb][3], ev_own, gid >= 4));
     }
     if constexpr (G::CH)
-      value_mma_int8(s + G::KBYTES, t0, vb);
+      value_mma_int8(s + G::VOFF, t0, vb);
     else
-      value_mma_kivi(s + G::KBYTES, t0, vb);
+      value_mma_kivi(s + G::VOFF, t0, vb);
     __syncwarp();
   }
 
@@ -499,10 +577,10 @@ struct StreamWarp {
           if constexpr (G::CH) {
             const int c = 16 * x + gid + 8 * (i >> 1);
             float* o = mo + (2 * tig + (i & 1)) * kSD + c;
-            if (sq.v.f.T > 0) *o = __fmaf_rn(ldexpf(v[i], -evc[i & 1]), vscale(c), *o);
+            if (sq.v.f.T > 0) *o = __fmaf_rn(mul_pow2(v[i], -evc[i & 1]), vscale(c), *o);
           } else {
             float* o = mo + (2 * tig + (i & 1)) * kSD + 16 * gid + 2 * x + (i >> 1);
-            *o = __fmaf_rn(v[i], ldexpf(1.0f, 24 - evc[i & 1]), *o);
+            *o = __fmaf_rn(v[i], mul_pow2(1.0f, 24 - evc[i & 1]), *o);
           }
         }
     }
@@ -546,7 +624,7 @@ struct StreamWarp {
       __syncwarp();
     }
     softmax(lg);
-    const unsigned char* sv = s + G::KBYTES;
+    const unsigned char* sv = s + G::VOFF;
     const float4* p4 = reinterpret_cast<const float4*>(sP);
 #pragma unroll 4
     for (int t = 0; t < TT; ++t) {
@@ -577,7 +655,23 @@ struct StreamWarp {
       const int64_t r = t - S, row = (int64_t)h * kSD + c;
       if constexpr (G::CH)
         return KvlabRecipe::sym_dequant(__ldg(sq.k.codes + row * f.row_bytes + r),
-                                        {sparam(sq.k.scale, row * f.groups + r / f.G, f.half_params), 0.0f}, 8);
+                                        {sparam(sq.k.scale, row * f.groups + r / f.G, f.half_params), 0.0f},
+                                        8);
+      if constexpr (BO) {  // page p, token o of it: low plane row c, high plane row slot
+        const int64_t p = r / f.G, o = r % f.G, rb = packed_bytes(f.page_tokens(p), KB);
+        const int64_t i = ((int64_t)h * f.groups + p) * kSD + c;
+        uint32_t code =
+            (__ldg(sq.k.codes + h * f.slice_low() + f.page_low(p) + c * rb + o * KB / 8) >> (o * KB % 8)) &
+            ((1u << KB) - 1u);
+        const uint8_t slot = __ldg(sq.k.index + i);
+        if (slot != 0xFF)
+          code |= ((__ldg(sq.k.high + h * f.slice_high() + f.page_high(p) +
+                          slot * packed_bytes(f.page_tokens(p), 2) + o / 4) >>
+                    (2 * (o % 4))) &
+                   3u)
+                  << KB;
+        return sdequant(code, sparam(sq.k.scale, i, f.half_params), sparam(sq.k.zero, i, f.half_params));
+      }
       const uint32_t code =
           (__ldg(sq.k.codes + row * f.row_bytes + r * KB / 8) >> (r * KB % 8)) & ((1u << KB) - 1u);
       const int64_t i = row * f.groups + r / f.G;
@@ -593,7 +687,8 @@ struct StreamWarp {
       if constexpr (G::CH) {  // channel rows, like the keys
         const int64_t r = t - S, crow = (int64_t)h * kSD + c;
         return KvlabRecipe::sym_dequant(__ldg(sq.v.codes + crow * f.row_bytes + r),
-                                        {sparam(sq.v.scale, crow * f.groups + r / f.G, f.half_params), 0.0f}, 8);
+                                        {sparam(sq.v.scale, crow * f.groups + r / f.G, f.half_params), 0.0f},
+                                        8);
       }
       const int64_t row = (int64_t)h * Vq + (t - S);
       const uint32_t code =
@@ -635,9 +730,11 @@ struct StreamWarp {
   }
 };
 
-template <int KB, bool DBG>
-__global__ void __launch_bounds__(kStreamWarps * 32, KB == 8 ? 3 : KB ? 4 : 1) decode_stream(AttnArgs a) {
-  using G = StreamGeo<KB>;
+template <int KB, bool DBG, bool BO = false>
+__global__ void __launch_bounds__(kStreamWarps * 32, KB == 8 ? 3
+                                                     : KB    ? 4
+                                                             : 1) decode_stream(AttnArgs a) {
+  using G = StreamGeo<KB, BO>;
   constexpr int TT = G::TT;
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ __align__(16) unsigned char sq_raw[sizeof(AttnSeq)];  // no constructor in shared memory
@@ -651,7 +748,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, KB == 8 ? 3 : KB ? 4 : 1) d
   }
   __syncthreads();
   unsigned char* wmem = smem + kSD * kSG * 4 + warp * G::WARP;
-  StreamWarp<KB, DBG> w(sq, a, sQ, wmem, h);
+  StreamWarp<KB, DBG, BO> w(sq, a, sQ, wmem, h);
 
   const int L = sq.L;
   const int M = stream_main_tokens(KB, L, (int)sq.k.f.T, (int)sq.v.f.T);
