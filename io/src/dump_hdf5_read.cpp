@@ -165,8 +165,8 @@ std::unique_ptr<DumpReader> open_hdf5_dump(const std::string& path) {
     const uint64_t bytes = (uint64_t)st.st_size;
     // Its result holds a chunk table: at most one 24-byte entry per 8 bytes of the file.
     const uint64_t memory = (64ull << 20) + bytes / 8 * 3;
-    // One chunk-index lookup per chunk: ~17 us each, 1.6 s of CPU for the 98,304 16-KB chunks of a
-    // 1.5 GB dump (docs/RELIABILITY.md): 3 s per GiB more than the other parsers get.
+    // Chunk tables of indexes other than the version-1 B-tree cost libhdf5 a quadratic walk
+    // (h5_btree.h): 3 s per GiB more than the other parsers get.
     const double cpu = isolated_cpu_budget(bytes) + 3.0 * (double)bytes / (double)(1ull << 30);
     const std::string message =
         run_isolated_result([&] { return parse_hdf5_dump(path, bytes); }, path, cpu, memory);

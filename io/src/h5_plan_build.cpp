@@ -1,6 +1,7 @@
 // The child side of h5_plan.h: libhdf5's view of where a dataset's bytes lie.
 #include <stdexcept>
 
+#include "h5_btree.h"
 #include "h5_plan.h"
 #include "h5_util.h"
 
@@ -67,6 +68,15 @@ ValuePlan plan_values(hid_t ds, hid_t raw_type, uint64_t file_bytes, const std::
       fail("its chunk grid has more chunks than the file can index (corrupt chunk shape?)");
   p.layout = ValuePlan::Layout::Chunked;
   p.chunks.resize(n);
+  if (chunks_from_btree(ds, p, file_bytes, p.chunks)) return p;
+  // Other chunk indexes, or a B-tree kvlab's walk refused: libhdf5 per chunk (quadratic in 1.10),
+  // whose addresses start after the userblock (H5Dget_offset's do not).
+  hsize_t userblock = 0;
+  {
+    h5::Id file(H5Iget_file_id(ds)), fcpl(file.valid() ? H5Fget_create_plist(file.get()) : H5I_INVALID_HID);
+    if (!fcpl.valid() || H5Pget_userblock(fcpl.get(), &userblock) < 0)
+      fail("unreadable file creation properties");
+  }
   for (uint64_t k = 0; k < n; ++k) {
     const hsize_t at[3] = {(hsize_t)(k / (p.grid(1) * p.grid(2)) * p.chunk[0]),
                            (hsize_t)(k / p.grid(2) % p.grid(1) * p.chunk[1]),
@@ -77,7 +87,7 @@ ValuePlan plan_values(hid_t ds, hid_t raw_type, uint64_t file_bytes, const std::
     if (H5Dget_chunk_info_by_coord(ds, at, &mask, &addr, &size) < 0 || addr == HADDR_UNDEF || size == 0)
       fail("the chunk at (" + std::to_string(at[0]) + ", " + std::to_string(at[1]) + ", " +
            std::to_string(at[2]) + ") is missing (truncated or corrupt file?)");
-    p.chunks[k] = {addr, size, mask};
+    p.chunks[k] = {addr + userblock, size, mask};
   }
   return p;
 }
