@@ -100,8 +100,9 @@ struct StreamWarp {
   float m[kSG], l[kSG], acc[kSG][4];  // the lane's channels 4 lane .. 4 lane + 3
   // Packed tiles on tensor cores (attn_mma.cuh). P V: oacc[m] is the MMA fragment of channels
   // 16 gid + 2m (+1) and columns 2 tig (+1) (tig < 2: hi of heads 2 tig, 2 tig + 1; else lo),
-  // in units of 2^(evc - 24) per column head; pz: sum p * value zero per head. Logits: the key
-  // operand of the current key group (kfrag, exponent of its split, bias q . zero).
+  // in units of 2^(CX - evc) per column head (int8: channels 16m + gid, + 8); pz: sum p * value
+  // zero per head. Logits: the key operand of the current key group (kfrag, exponent of its
+  // split, bias q . zero).
   static constexpr int NM = KB ? TT / 16 : 1;
   // Codes times the MMA's factors come out in units of 2^-CX: kivi codes are subnormals (2^-24 each),
   // int8 codes their integer values.
