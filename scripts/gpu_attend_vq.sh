@@ -33,7 +33,7 @@ if [ -n "$NCU_BIN" ] && [ "${NCU:-1}" = 1 ]; then
   timeout "${NCU_TIMEOUT:-90}" "$NCU_BIN" --kernel-name regex:"decode_(vq|cq)" --launch-skip 1 --launch-count 1 \
     --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
     --section SchedulerStats --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
-    --section SourceCounters \
+    --section SourceCounters --section InstructionStats --section MemoryWorkloadAnalysis_Tables --print-details all \
     $K gpu attend-bench --method CQ-4c8b --batch 8 --length 32768 --reps 1 > "$OUTDIR/ncu.log" 2>&1
   echo "ncu: exit $?"
 fi

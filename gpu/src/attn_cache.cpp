@@ -345,7 +345,7 @@ DecodeKernel pick_kernel(const DecodeCache& cache, int Hq, DecodeKernel want) {
   return DecodeKernel::Split;
 }
 
-std::vector<DecodeShape> decode_shapes(const DecodeCache::Impl& c, DecodeKernel k, int splits) {
+std::vector<DecodeShape> decode_shapes(const DecodeCache::Impl& c, DecodeKernel k, int splits, int group) {
   std::vector<DecodeShape> out;
   for (const attn::AttnSeq& s : c.seqs) {
     DecodeShape d;
@@ -354,6 +354,7 @@ std::vector<DecodeShape> decode_shapes(const DecodeCache::Impl& c, DecodeKernel 
     if (k == DecodeKernel::Codebook) {
       d.tile_tokens = attn::kVqTile;
       d.main_tokens = s.L;
+      d.warps = attn::vq_warps(c.vq, group);
       out.push_back(d);
       continue;
     }
@@ -380,7 +381,8 @@ int auto_splits(const DecodeCache& cache, DecodeKernel kernel) {
     for (int L : c.lens) max_len = std::max(max_len, L);
     const int tiles = (max_len + attn::kVqTile - 1) / attn::kVqTile;
     const int slots = sms * std::max(1, attn::vq_blocks_per_sm(v, 4));
-    return std::max(1, std::min(slots / (c.B * c.Hkv), tiles / attn::kVqWarps));
+    return std::max(
+        1, std::min(slots / (c.B * c.Hkv * attn::vq_head_blocks(v, 4)), tiles / attn::vq_warps(v, 4)));
   }
   if (kernel == DecodeKernel::Stream) {
     // one wave of blocks (B x Hkv x splits <= what the SMs hold at once), every warp a tile or more
@@ -442,7 +444,7 @@ DecodeResult decode_attention(const DecodeCache& cache, const std::vector<float>
   DecodeResult r;
   r.kernel = pick_kernel(cache, Hq, opt.kernel);
   r.splits = opt.splits > 0 ? opt.splits : auto_splits(cache, r.kernel);
-  r.shapes = decode_shapes(c, r.kernel, r.splits);
+  r.shapes = decode_shapes(c, r.kernel, r.splits, Hq / c.Hkv);
   DecodeLaunch run(c, Hq, r.splits, r.kernel == DecodeKernel::Stream);
   const int64_t rows = (int64_t)c.B * Hq;
   if ((int64_t)q.size() != rows * c.D)

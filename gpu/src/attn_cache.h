@@ -41,7 +41,7 @@ struct DecodeLaunch {
 // Stream is asked for and does not serve.
 DecodeKernel pick_kernel(const DecodeCache& cache, int Hq, DecodeKernel want);
 // What the error bound needs to know of the run (DecodeShape per sequence).
-std::vector<DecodeShape> decode_shapes(const DecodeCache::Impl& c, DecodeKernel k, int splits);
+std::vector<DecodeShape> decode_shapes(const DecodeCache::Impl& c, DecodeKernel k, int splits, int group);
 
 // make_decode_cache of a `vq` method, through the encoder set_vq_encoder set.
 std::unique_ptr<DecodeCache> make_vq_decode_cache(const Method& m, const std::vector<TensorView>& keys,

@@ -44,7 +44,8 @@ std::vector<double> decode_reference(const float* q, const float* k_hat, const f
 //  (at most) every token of the rest, then the merges of warps and splits; its rescales are one
 //  per tile or rest chunk plus the merges.
 //  Codebook kernel: the same as the streaming kernel with every token in tiles of 32 (the last
-//  one partial), kVqWarps warps and no rest; it forms K_hat and V_hat before any product.
+//  one partial), shape.warps warps and no rest; it forms K_hat and V_hat before any product (or,
+//  CQ-4c8b's table, sums the same D products q_c K_hat_c in another order).
 //  Tensor-core tiles (shape.mma) sum codes times (q * scale) and (p * scale) and the zeros apart:
 //  each term's magnitude is then |K_hat| + |scale code| + |zero| (k_extra adds the last two; same
 //  for values), and the extra roundings (the products q * scale and p * scale, their hi + lo
@@ -70,7 +71,7 @@ double decode_error_bound(const float* q_head, const float* k_hat, const float* 
   const double delta = gamma(D + 2) * amax * 1.4426950408889634 / std::sqrt((double)D);
   const double eta = std::log(2.0) * 2 * delta + 4 * u;
   if (shape.kernel == DecodeKernel::Codebook) {
-    const int W = attn::kVqWarps, ntiles = (L + tile_tokens - 1) / tile_tokens;
+    const int W = shape.warps, ntiles = (L + tile_tokens - 1) / tile_tokens;
     const int per = (ntiles + splits - 1) / splits, per_warp = (per + W - 1) / W;
     const int rescales = per_warp + W + splits;
     const double n = (double)per_warp * tile_tokens + tile_tokens / 32 + 5 + W + splits + rescales + 8;

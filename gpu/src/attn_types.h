@@ -97,11 +97,15 @@ KV_HD int stream_main_tokens(int kbits, int L, int kq, int vq) {
 const char* launch_stream(const AttnKind& kind, int B, const AttnArgs& a, float* out, cudaStream_t s);
 int stream_blocks_per_sm(const AttnKind& kind);
 
-// The codebook kernel (attn_vq.cu): D = 128, 1 or 4 query heads per KV head, kVqWarps warps per
-// block, each over its own tiles of kVqTile tokens (lane = token for the logits, lane = 4
-// channels for P V).
+// The codebook kernel (attn_vq.cu): D = 128, 1 or 4 query heads per KV head, vq_warps warps per
+// block (kVqWarps; CQ-4c8b: 16), each over its own tiles of kVqTile tokens (lane = token for the
+// logits, lane = 4 channels for P V); vq_head_blocks blocks per KV head (CQ-4c8b: 2, one per
+// pair of query heads).
 constexpr int kVqWarps = 8, kVqTile = 32;
-// Shared memory of one block: fixed part plus n_smem entries of each role's books.
+int vq_warps(const AttnVq& v, int group);
+int vq_head_blocks(const AttnVq& v, int group);
+// Shared memory of one block: fixed part plus n_smem entries of each role's books (CQ-4c8b:
+// every entry).
 int vq_smem_bytes(const AttnVq& v, int group, int n_smem);
 // The most entries per codebook the shared memory holds (2^bits when all fit); -1: not even the
 // staged code tiles fit.

@@ -128,6 +128,13 @@ TEST(GpuAttention, CodebookSpecTextAndBound) {
   const double b16 = decode_error_bound(q.data(), k.data(), v.data(), L, D, many);
   EXPECT_GT(b16, 0.0);
   EXPECT_LT(b16, b1);
+  DecodeShape wide = one;  // CQ-4c8b's kernel: 16 warps, each a half as long a chain
+  wide.warps = 16;
+  EXPECT_LT(decode_error_bound(q.data(), k.data(), v.data(), L, D, wide), b1);
+  DecodeShape tiny = one;  // one tile: more warps only add merge terms
+  tiny.warps = 16;
+  EXPECT_GT(decode_error_bound(q.data(), k.data(), v.data(), 32, D, tiny),
+            decode_error_bound(q.data(), k.data(), v.data(), 32, D, one));
 }
 
 }  // namespace kvlab::gpu

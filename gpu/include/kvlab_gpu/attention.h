@@ -94,6 +94,7 @@ struct DecodeShape {
   int main_tokens = 0;  // Stream: tokens in staged tiles (the rest go one by one)
   bool mma = false;     // Stream over a packed cache: the staged tiles run on tensor cores
   int run_tiles = 1;    // Stream: consecutive tiles a warp takes in turn
+  int warps = 8;        // Codebook: warps per block, each over its own tiles
 };
 struct DecodeResult {
   std::vector<float> out;           // (B, Hq, D)
