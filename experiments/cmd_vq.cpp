@@ -2,10 +2,12 @@
 //                [--init kmeans++] [--seed 0] [--layers a-b] [--device cpu|cuda] --out CB.h5
 // kvlab vq reorder CB.h5 [--dump DUMP] --reg-bytes N --smem-bytes M [--device cpu|cuda] [--out CB2.h5]
 // Under mpirun/srun, train spreads its (role, layer, KV head) units over the ranks (docs/SCALING.md).
-// --device cuda: the GPU k-means (gpu/src/kmeans.cu) from the CPU's starts, and the GPU's codes
-// and counts for reorder; both give the CPU's results bit for bit (kvlab-gpu-kmeans --validate).
+// --device cuda: the GPU k-means (gpu/src/kmeans.cu) from the CPU's starts (k-means++ starts drawn
+// on the GPU, gpu/src/kmeans_pp.cu, the same picks), and the GPU's codes and counts for reorder;
+// all give the CPU's results bit for bit (kvlab-gpu-kmeans --validate).
 #include <chrono>
 #include <cstdio>
+#include <exception>
 #include <future>
 #include <memory>
 #include <stdexcept>
@@ -56,10 +58,11 @@ void check_device(const std::string& device) {
 }
 
 #ifdef KVLAB_HAVE_GPU_KMEANS
-// One stage's problems (all of one shape) on the GPU, from the CPU's starting centroids; the time
-// of the GPU call (uploads, k-means, downloads) is added to *gpu_s.
+// One stage's problems (all of one shape) on the GPU, from the CPU's starting centroids (k-means++
+// starts drawn on the GPU, the same picks); the time of the GPU calls (uploads, starts, k-means,
+// downloads) is added to *gpu_s, that of the GPU's k-means++ starts also to *starts_s.
 std::vector<KMeansResult> gpu_kmeans_batch(const std::vector<KMeansProblem>& probs, const KMeansParams& p,
-                                           double* gpu_s) {
+                                           double* gpu_s, double* starts_s) {
   const gpu::KMeansShape s{(int64_t)probs.size(), probs[0].n, probs[0].d, p.k};
   bool contiguous = true;  // vq_train_heads's problems lie back to back: uploaded without a copy
   for (int64_t i = 0; i < s.problems; ++i) {
@@ -69,23 +72,41 @@ std::vector<KMeansResult> gpu_kmeans_batch(const std::vector<KMeansProblem>& pro
     contiguous = contiguous && q.x == probs[0].x + i * s.n * s.d;
   }
   std::vector<float> x(contiguous ? 0 : s.problems * s.n * s.d), c(s.problems * s.k * s.d);
-  // The CPU's starts (k-means++ by default), one problem per thread: a start does not depend on
-  // the thread count (kmeans.h), and a layer's hundreds of problems keep every core busy.
+  bool given = false;  // starting centroids from the caller
+  for (const auto& q : probs) given = given || q.init;
+  const bool gpu_pp = p.init == KMeansInit::KMeansPP && !given;
+  // Otherwise the CPU's starts, one problem per thread: a start does not depend on the thread
+  // count (kmeans.h), and a layer's hundreds of problems keep every core busy.
   KMeansParams one = p;
   one.threads = 1;
   const int nt = resolve_threads(p.threads);
+  std::vector<std::exception_ptr> errors(s.problems);  // thrown out of the parallel loop, not in it
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
   for (int64_t i = 0; i < s.problems; ++i) {
     const auto& q = probs[i];
     if (!contiguous) std::copy(q.x, q.x + s.n * s.d, &x[i * s.n * s.d]);
-    const auto c0 =
-        q.init ? std::vector<float>(q.init, q.init + p.k * q.d) : kmeans_start(q.x, q.n, q.d, one);
-    std::copy(c0.begin(), c0.end(), &c[i * s.k * s.d]);
+    try {
+      if (gpu_pp) {
+        kmeans_check(q.x, q.n, q.d, one);  // the CPU path's errors (NaN or Inf, k > n)
+        continue;
+      }
+      const auto c0 =
+          q.init ? std::vector<float>(q.init, q.init + p.k * q.d) : kmeans_start(q.x, q.n, q.d, one);
+      std::copy(c0.begin(), c0.end(), &c[i * s.k * s.d]);
+    } catch (...) {
+      errors[i] = std::current_exception();
+    }
   }
+  for (const auto& e : errors)
+    if (e) std::rethrow_exception(e);
   const std::unique_ptr<int32_t[]> a(new int32_t[s.problems * s.n]);  // every entry written
+  gpu::KMeansPlusPlus pp;
+  pp.seed = p.seed;
   const auto t = std::chrono::steady_clock::now();
-  gpu::kmeans_batch(contiguous ? probs[0].x : x.data(), s, p.iters, c.data(), a.get());
+  gpu::kmeans_batch(contiguous ? probs[0].x : x.data(), s, p.iters, c.data(), a.get(),
+                    gpu_pp ? &pp : nullptr);
   *gpu_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  *starts_s += pp.seconds;
   std::vector<KMeansResult> out(probs.size());
 #pragma omp parallel for schedule(static) num_threads(nt)
   for (int64_t i = 0; i < s.problems; ++i) {
@@ -164,12 +185,12 @@ void train(const TrainArgs& a) {
   // One unit per (role, layer, KV head), in file order; codebooks per head are independent.
   // Where the time goes (seconds): generating or reading the dump, vq_train_heads (starts,
   // gathers, k-means, codes) and within it the GPU calls, scoring the reconstruction, the file.
-  double read_s = 0, train_s = 0, gpu_s = 0, score_s = 0;
+  double read_s = 0, train_s = 0, gpu_s = 0, starts_s = 0, score_s = 0;
   KMeansBatchFn trainer = kmeans_batch;
 #ifdef KVLAB_HAVE_GPU_KMEANS
   if (a.device == "cuda")
-    trainer = [&gpu_s](const std::vector<KMeansProblem>& probs, const KMeansParams& q) {
-      return gpu_kmeans_batch(probs, q, &gpu_s);
+    trainer = [&gpu_s, &starts_s](const std::vector<KMeansProblem>& probs, const KMeansParams& q) {
+      return gpu_kmeans_batch(probs, q, &gpu_s, &starts_s);
     };
 #endif
   const auto since = [](std::chrono::steady_clock::time_point t) {
@@ -280,8 +301,9 @@ void train(const TrainArgs& a) {
       a.out.c_str());
   if (w.size == 1)
     std::printf(
-        "  time: reading %.2f s, training %.2f s (GPU calls %.2f s), scoring %.2f s, writing %.2f s\n",
-        read_s, train_s, gpu_s, score_s, write_s);
+        "  time: reading %.2f s, training %.2f s (GPU calls %.2f s, of which k-means++ starts %.2f s), "
+        "scoring %.2f s, writing %.2f s\n",
+        read_s, train_s, gpu_s, starts_s, score_s, write_s);
 }
 
 struct ReorderArgs {

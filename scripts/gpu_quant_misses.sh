@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
 # One call on the GPU machine for the quantize kernels that missed 85% of copy (whole-axis INT8,
-# Kitty pages) and the decode-attention stall breakdown: validate and time the new kernels beside
-# their predecessors (presets two-pass, cluster-1/2, boost-single), ncu of each, ncu stall reasons
-# of the tensor-core kivi-2 attention kernel. Logs go to $OUT (or ./gpu_quant_out).
-# KVLAB_GPU_BIN=DIR: DIR/kvlab-gpu (and DIR/gpu_fastq_test if present) built elsewhere; else build here.
+# Kitty pages): time the default kernels beside their predecessors (presets cluster-l2 and
+# two-pass; boost-staged) in one process each, validate the default on the small data plus a
+# 4096-token raw set (the bench's group and page shapes), ncu of the new kernels, and
+# compute-sanitizer memcheck + racecheck of them on the small data. Logs go to $OUT (or
+# ./gpu_quant_out); the bench table is printed last.
+# KVLAB_GPU_BIN=DIR: DIR/kvlab-gpu built elsewhere (else built here, GPU-only).
 # STEP_TIMEOUT: seconds per step (60); BENCH_ARGS: extra bench arguments (e.g. --elements N);
-# NCU_ELEMENTS: elements of the ncu runs (2^27); NCU_OLD=0, NCU_ATTN=0: skip the predecessor's and
-# the attention profile.
-# Usage: bash scripts/gpu_quant_misses.sh [--no-ncu]
+# NCU_ELEMENTS: elements of the ncu run (2^26); PY: a python3 with numpy (the raw data set).
+# Usage: bash scripts/gpu_quant_misses.sh [--no-ncu] [--no-sanitize]
 set -u -o pipefail
 cd "$(dirname "$0")/.."
 OUTDIR=${OUT:-$PWD/gpu_quant_out}; mkdir -p "$OUTDIR"
-NCU=1; [ "${1:-}" = "--no-ncu" ] && NCU=0
+NCU=1; SAN=1
+for a in "$@"; do case $a in --no-ncu) NCU=0;; --no-sanitize) SAN=0;; esac; done
 export PATH=/usr/local/cuda/bin:$PATH
 status=0
 { date -u; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv; } 2>&1 | tee "$OUTDIR/machine.log"
@@ -19,46 +21,53 @@ if [ -n "${KVLAB_GPU_BIN:-}" ]; then
   BIN=$KVLAB_GPU_BIN
 else
   B=build-gpu-quant
-  GT=""; [ -f .deps/googletest/CMakeLists.txt ] && GT="-DKVLAB_GTEST_SOURCE=$PWD/.deps/googletest"
-  cmake -S . -B $B -DKVLAB_GPU_ONLY=ON -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" $GT >"$OUTDIR/build.log" 2>&1 &&
-    cmake --build $B -j"$(nproc)" --target kvlab-gpu gpu_fastq_test >>"$OUTDIR/build.log" 2>&1 ||
+  cmake -S . -B $B -DKVLAB_GPU_ONLY=ON -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" >"$OUTDIR/build.log" 2>&1 &&
+    cmake --build $B -j"$(nproc)" --target kvlab-gpu >>"$OUTDIR/build.log" 2>&1 ||
     { echo "build FAILED"; grep -E "error" "$OUTDIR/build.log" | head -30; exit 3; }
-  mkdir -p $B/bin && cp $B/gpu/kvlab-gpu $B/tests/gpu/gpu_fastq_test $B/bin/ && BIN=$B/bin
+  BIN=$B/gpu
 fi
 G=$BIN/kvlab-gpu
 T=${STEP_TIMEOUT:-60}
-# every kernel variant on the small data (validate --small), then the timings, ncu, full-size validate
-if [ -x "$BIN/gpu_fastq_test" ]; then
-  timeout $T "$BIN/gpu_fastq_test" > "$OUTDIR/gtest.log" 2>&1; rc=$?
-  echo "gpu_fastq_test exit $rc: $(grep -E '^\[  (PASSED|FAILED)' "$OUTDIR/gtest.log" | tr '\n' ' ')"; [ $rc -ne 0 ] && status=1
-fi
 E=${BENCH_ARGS:-}
 {
-  timeout $T $G bench $E --only int8-ch --preset default --preset two-pass --preset cluster-1 --preset cluster-2
-  timeout $T $G bench $E --only kitty --preset default --preset boost-single
-} 2>&1 | tee "$OUTDIR/bench.log"
+  timeout $T $G bench $E --only int8-ch --preset default --preset cluster-l2 --preset two-pass
+  timeout $T $G bench $E --only kitty --preset default --preset boost-staged
+} > "$OUTDIR/bench.log" 2>&1 || status=1
+# A 4096-token set with outlier channels, exact zeros and repeated values (raw float32).
+RAW=$(mktemp -d)/llama-like.f32
+"${PY:-/opt/torch/.venv/bin/python3}" - "$RAW" <<'PY'
+import sys, numpy as np
+r = np.random.default_rng(7)
+x = r.standard_normal((1, 2, 4096, 128)).astype(np.float32) * np.where(r.random(128) < 0.06, 12.0, 1.0).astype(np.float32)
+x[..., ::97, :] = 0.0; x[..., 5::211, 3] = -0.0; x[..., 40:60, 9] = 1.5
+x.astype("<f4").tofile(sys.argv[1])
+PY
+V="--raw llama-like:1,2,4096,128:$RAW"
+[ -s "$RAW" ] || V=""
+timeout $T $G validate --small $V --only axis=channel --preset default > "$OUTDIR/validate.log" 2>&1; rc=$?
+echo "validate --small ${V:+(+4096-token raw set) }--only axis=channel --preset default: exit $rc; $(tail -1 "$OUTDIR/validate.log")"
+awk '$7+0 > 0 && NR > 2' "$OUTDIR/validate.log" | head -5; [ $rc -ne 0 ] && status=1
 NCU_BIN=""
 [ $NCU -eq 1 ] && NCU_BIN=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
-M="smsp__inst_executed.sum,dram__bytes.sum,gpu__time_duration.sum"
-M="$M,regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio"
-S="--section SpeedOfLight --section Occupancy --section SchedulerStats --section WarpStateStats"
-q() {  # kernel-name regex, then bench arguments: the f16-in and f32-in quantize launches
-  echo "=== $*" >> "$OUTDIR/ncu.log"
-  timeout $T "$NCU_BIN" --kernel-name "regex:$1" --launch-count 2 $S --metrics "$M" \
-    $G bench --elements ${NCU_ELEMENTS:-134217728} --reps 1 --warmup 0 "${@:2}" >> "$OUTDIR/ncu.log" 2>&1
-  echo "ncu $*: exit $?"
-}
 if [ -n "$NCU_BIN" ]; then
-  q channel_quant_cluster --only int8-ch --preset default
-  q boost_quant_radix --only kitty-k2 --preset default
-  [ "${NCU_OLD:-1}" = 1 ] && q boost_quant_radix --only kitty-k2 --preset boost-single
+  M="smsp__inst_executed.sum,dram__bytes.sum,gpu__time_duration.sum"
+  M="$M,regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio"
+  S="--section SpeedOfLight --section Occupancy --section SchedulerStats --section WarpStateStats"
+  # int8-ch and both Kitty formats (f16 and f32 in): 6 launches of the two new kernels
+  timeout $T "$NCU_BIN" --kernel-name "regex:channel_quant_cluster_smem|boost_quant_radix" --launch-count 6 $S \
+    --metrics "$M" $G bench --elements ${NCU_ELEMENTS:-67108864} --reps 1 --warmup 0 --only axis=channel \
+    --preset default > "$OUTDIR/ncu.log" 2>&1
+  echo "ncu: exit $?"
 fi
-timeout $T $G validate --only axis=channel --preset default > "$OUTDIR/validate.log" 2>&1; rc=$?
-echo "validate --only axis=channel --preset default: exit $rc"; tail -2 "$OUTDIR/validate.log"; [ $rc -ne 0 ] && status=1
-if [ -n "$NCU_BIN" ] && [ "${NCU_ATTN:-1}" = 1 ]; then
-  echo "=== attention stream kivi-2 B=8 L=32768" >> "$OUTDIR/ncu.log"
-  timeout $T "$NCU_BIN" --kernel-name regex:decode_s --launch-skip 1 --launch-count 1 $S --metrics "$M" \
-    $G attend-bench --method kivi-2 --batch 8 --length 32768 --reps 1 --kernel stream >> "$OUTDIR/ncu.log" 2>&1
-  echo "ncu attention kivi-2: exit $?"
+if [ $SAN -eq 1 ]; then
+  for tool in memcheck racecheck; do
+    for only in kitty-k int8-ch; do
+      timeout $T compute-sanitizer --tool $tool --error-exitcode 9 $G validate --small --only $only --preset default \
+        > "$OUTDIR/san_${tool}_$only.log" 2>&1; rc=$?
+      echo "$tool $only: exit $rc; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUTDIR/san_${tool}_$only.log" | tr '\n' ' ')"
+      [ $rc -ne 0 ] && status=1
+    done
+  done
 fi
+cat "$OUTDIR/bench.log"
 exit $status

@@ -5,32 +5,21 @@
 #include <cub/device/device_radix_sort.cuh>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
 #include <string>
 
+#include "kmeans_device.cuh"
 #include "kvlab_gpu/kmeans.h"
 
 namespace kvlab::gpu {
 
 namespace {
 
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess)
-    throw std::runtime_error(std::string("gpu kmeans: ") + what + ": " + cudaGetErrorString(e));
-}
-
-template <class T>
-struct DeviceBuffer {
-  T* p = nullptr;
-  explicit DeviceBuffer(size_t count) {
-    if (count) check(cudaMalloc(&p, count * sizeof(T)), "cudaMalloc");
-  }
-  ~DeviceBuffer() { cudaFree(p); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-};
+using detail::check;
+using detail::DeviceBuffer;
 
 constexpr int kThreads = 256;
 constexpr int kSmemFloats = 4096;  // centroid tile in shared memory: tile x (d + 1) floats (16 KiB)
@@ -263,7 +252,8 @@ void kmeans_batch_device(const float* x, const KMeansShape& s, int iters, float*
   }
 }
 
-void kmeans_batch(const float* x, const KMeansShape& s, int iters, float* cent, int32_t* assign) {
+void kmeans_batch(const float* x, const KMeansShape& s, int iters, float* cent, int32_t* assign,
+                  KMeansPlusPlus* pp) {
   check_kmeans_shape(s);
   const int64_t cp = chunk_problems(s);
   DeviceBuffer<float> dx(cp * s.n * s.d), dc(cp * s.k * s.d);
@@ -274,8 +264,14 @@ void kmeans_batch(const float* x, const KMeansShape& s, int iters, float* cent, 
     c.problems = np;
     check(cudaMemcpy(dx.p, x + p0 * s.n * s.d, np * s.n * s.d * sizeof(float), cudaMemcpyHostToDevice),
           "copy x");
-    check(cudaMemcpy(dc.p, cent + p0 * s.k * s.d, np * s.k * s.d * sizeof(float), cudaMemcpyHostToDevice),
-          "copy c");
+    if (pp) {
+      const auto t = std::chrono::steady_clock::now();
+      kmeanspp_device(dx.p, c, pp->seed, dc.p);
+      pp->seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+    } else {
+      check(cudaMemcpy(dc.p, cent + p0 * s.k * s.d, np * s.k * s.d * sizeof(float), cudaMemcpyHostToDevice),
+            "copy c");
+    }
     kmeans_batch_device(dx.p, c, iters, dc.p, da.p);
     check(cudaMemcpy(cent + p0 * s.k * s.d, dc.p, np * s.k * s.d * sizeof(float), cudaMemcpyDeviceToHost),
           "copy c");

@@ -2,8 +2,9 @@
 //   low plane (N, P, D, packed_bytes(Gp, bits)), high plane (N, P, k, packed_bytes(Gp, 2)),
 //   boost_index (N, P, D) uint8 (0xFF = not boosted), scale/zero (N, P, D)
 // Kernel paths, first that fits (the label each returns in brackets):
-//   quantize:   boost_quant_radix [radix-pairs; radix with KernelConfig::boost_pairs off] (2/4 bits,
-//               T and G multiples of 16, even D <= 256);
+//   quantize:   boost_quant_radix [radix-direct: D = G = 128; radix-pairs with KernelConfig::boost_direct
+//               off or other shapes; radix with boost_pairs off] (2/4 bits, T and G multiples of 16,
+//               even D <= 256);
 //               boost_quant_page [page]
 //   dequantize: boost_dequant_regs [regs]; boost_dequant_page [page]
 // One block per page: the G x D tile is read once into shared memory; per channel, in token
@@ -164,20 +165,79 @@ struct BoostRadixSmem {
   int64_t tile, bytes;
 };
 template <class In>
-BoostRadixSmem boost_radix_smem(const DevFormat& f) {
+BoostRadixSmem boost_radix_smem(const DevFormat& f, bool direct) {
   BoostRadixSmem b{};
   b.tile = (((int64_t)f.G * f.D * (int64_t)sizeof(In)) + 15) / 16 * 16;
-  b.bytes = b.tile + f.D * (int64_t)(sizeof(float4) + sizeof(float) + sizeof(int)) +
-            f.D * (int64_t)stage_pitch(packed_bytes(f.G, f.bits)) +
-            std::max(f.k, 1) * (int64_t)stage_pitch(packed_bytes(f.G, 2));
+  b.bytes = b.tile + f.D * (int64_t)(sizeof(float4) + sizeof(float) + sizeof(int));
+  if (!direct)  // staged code rows
+    b.bytes += f.D * (int64_t)stage_pitch(packed_bytes(f.G, f.bits)) +
+               std::max(f.k, 1) * (int64_t)stage_pitch(packed_bytes(f.G, 2));
   return b;
+}
+
+// DIRECT (D = G = 128): the page lands in shared memory by cp.async (no registers), its 16-byte
+// chunks XOR-swizzled by bits 4..6 of the token, so that the codes step can give a warp 4
+// channels x 8 token chunks (conflict-free) and store each unit's words straight to global
+// memory, 128 or 256 contiguous bytes per warp store, without staging rows.
+__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
+  const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(src) : "memory");
+}
+template <class In>
+__device__ __forceinline__ int swz(int t, int c) {  // element offset of channel c in token t's row
+  return c ^ (((t >> 4) & 7) * (16 / (int)sizeof(In)));
+}
+template <class In>
+__device__ __forceinline__ void load_swizzled(In* tile, const In* x, int len, int D) {
+  const int cpr = D * (int)sizeof(In) / 16, n = len * cpr;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    const int t = i / cpr, ch = i - t * cpr;
+    cp_async16(reinterpret_cast<uint4*>(tile) + t * cpr + (ch ^ ((t >> 4) & 7)),
+               reinterpret_cast<const uint4*>(x) + i);
+  }
+  asm volatile("cp.async.wait_all;\n" ::: "memory");
+}
+
+// Fast codes of 16 tokens of one channel (col[j * D], j < 16): low plane words and the high
+// plane word. Biased codes (M + code, fastq.cuh) are summed into fields wide enough for the
+// boosted code (4 bits for BITS 2, 8 for BITS 4; no carries, the bias subtracted once), even and
+// odd tokens in separate words, so the two planes are two mask-and-merge steps.
+template <class In, int BITS>
+__device__ __forceinline__ void kitty_words(const In* col, int D, const QP& qp, float levels,
+                                            uint32_t (&lw)[BITS / 2], uint32_t& hw) {
+  constexpr int W = BITS == 2 ? 4 : 8, PER = 32 / W;  // field width, tokens per word
+  constexpr uint32_t bias = magic_pack_bias<W>();
+  uint32_t a[16 / PER];
+#pragma unroll
+  for (int m = 0; m < 16 / PER; ++m) a[m] = 0u - bias;
+#pragma unroll
+  for (int j = 0; j < 16; ++j) {  // word m: tokens 2 PER (m / 2) + 2 i + (m & 1)
+    const int m = (j / (2 * PER)) * 2 + (j & 1), i = (j % (2 * PER)) / 2;
+    a[m] += biased_code_levels(to_f(col[j * D]), qp, levels) << (W * i);
+  }
+  if constexpr (BITS == 2) {
+    lw[0] = (a[0] & 0x33333333u) | ((a[1] << 2) & 0xCCCCCCCCu);
+    hw = ((a[0] >> 2) & 0x33333333u) | (a[1] & 0xCCCCCCCCu);
+  } else {
+    uint32_t h[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      lw[r] = (a[2 * r] & 0x0F0F0F0Fu) | ((a[2 * r + 1] << 4) & 0xF0F0F0F0u);
+      const uint32_t b =
+          ((a[2 * r] >> 4) & 0x03030303u) | ((a[2 * r + 1] >> 2) & 0x0C0C0C0Cu);  // nibble per byte
+      const uint32_t y = (b | (b >> 4)) & 0x00FF00FFu;
+      h[r] = (y | (y >> 8)) & 0xFFFFu;
+    }
+    hw = h[0] | (h[1] << 16);
+  }
 }
 
 // DT: D as a compile-time constant (0: f.D), so the strided shared-memory reads of the
 // statistics and codes take immediate offsets instead of an address add per element.
-template <class In, int BITS, bool PAIRS, int DT>
+template <class In, int BITS, bool PAIRS, int DT, bool DIRECT = false>
 __global__ void __launch_bounds__(256) boost_quant_radix(const In* __restrict__ x, DevFormat f, DevQuant q,
                                                          int64_t tile_bytes, int mm, int allow_fast) {
+  static_assert(!DIRECT || (PAIRS && DT == 128), "boost_quant_radix: DIRECT needs channel pairs and D = 128");
   extern __shared__ __align__(16) uint8_t smem[];
   const int D = DT ? DT : (int)f.D, G = f.G, k = f.k;
   const int64_t n = blockIdx.x / f.groups, pg = blockIdx.x % f.groups, t0 = pg * G, w = blockIdx.x;
@@ -186,7 +246,10 @@ __global__ void __launch_bounds__(256) boost_quant_radix(const In* __restrict__ 
   float4* sqp = reinterpret_cast<float4*>(smem + tile_bytes);  // D: zero, scale, rcp, fast
   float* score = reinterpret_cast<float*>(sqp + D);            // D: score, then levels
   int* slot = reinterpret_cast<int*>(score + D);               // D: slot or -1
-  load_raw<In, 8>(tile, x + (n * f.T + t0) * D, len * D);
+  if (DIRECT)
+    load_swizzled(tile, x + (n * f.T + t0) * D, len, D);
+  else
+    load_raw<In, 8>(tile, x + (n * f.T + t0) * D, len * D);
   __syncthreads();
   // 2. statistics, thread = channel (token-order fp32 sum: one dependent chain per channel);
   // PAIRS: thread = two adjacent channels, one 4- or 8-byte load per token and, for fp16 with
@@ -198,11 +261,10 @@ __global__ void __launch_bounds__(256) boost_quant_radix(const In* __restrict__ 
       __half2 hmn = __halves2half2(__ushort_as_half(0x7C00), __ushort_as_half(0x7C00));
       __half2 hmx = __halves2half2(__ushort_as_half(0xFC00), __ushort_as_half(0xFC00));
       const bool h2 = sizeof(In) == 2 && mm;
-#pragma unroll 8
-      for (int t = 0; t < len; ++t) {
+      auto step = [&](const In* p) {  // one token of the pair at p
         float v0, v1;
         if constexpr (sizeof(In) == 2) {
-          const uint32_t w = *reinterpret_cast<const uint32_t*>(tile + t * D + 2 * cp);
+          const uint32_t w = *reinterpret_cast<const uint32_t*>(p);
           v0 = to_f((uint16_t)(w & 0xffffu));
           v1 = to_f((uint16_t)(w >> 16));
           if (h2) {
@@ -211,7 +273,7 @@ __global__ void __launch_bounds__(256) boost_quant_radix(const In* __restrict__ 
             hmx = __hmax2(hmx, h);
           }
         } else {
-          const float2 w = *reinterpret_cast<const float2*>(tile + t * D + 2 * cp);
+          const float2 w = *reinterpret_cast<const float2*>(p);
           v0 = w.x;
           v1 = w.y;
         }
@@ -228,6 +290,16 @@ __global__ void __launch_bounds__(256) boost_quant_radix(const In* __restrict__ 
           kmn1 = min(kmn1, ord_key(v1));
           kmx1 = max(kmx1, ord_key(v1));
         }
+      };
+      if (DIRECT) {  // 16 tokens share a swizzle: immediate offsets inside the block
+        for (int tb = 0; tb < len; tb += 16) {
+          const In* p = tile + tb * D + swz<In>(tb, 2 * cp);
+#pragma unroll
+          for (int j = 0; j < 16; ++j) step(p + j * D);
+        }
+      } else {
+#pragma unroll 8
+        for (int t = 0; t < len; ++t) step(tile + t * D + 2 * cp);
       }
       if (h2) {
         mn0 = __low2float(hmn);
@@ -339,6 +411,41 @@ __global__ void __launch_bounds__(256) boost_quant_radix(const In* __restrict__ 
     score[c] = (float)levels;
   }
   __syncthreads();
+  if constexpr (DIRECT) {
+    // 5. codes: a warp takes 4 adjacent channels x 8 token chunks (lane = chunk + 8 x channel), so
+    // its stores cover 4 whole low-plane rows; the swizzle keeps the 8 chunks' reads on distinct banks.
+    const int lane = threadIdx.x & 31, tc = lane & 7, chunks = len / 16;
+    const int nbl = len * BITS / 8, nbh = len / 4;
+    uint8_t* lowp = q.codes + n * f.slice_low() + pg * D * packed_bytes(G, BITS);
+    uint8_t* highp = q.high + n * f.slice_high() + pg * k * packed_bytes(G, 2);
+    for (int c = (int)(threadIdx.x >> 5) * 4 + (lane >> 3); c < D; c += (int)(blockDim.x >> 5) * 4) {
+      if (tc >= chunks) continue;
+      const float4 pv = sqp[c];
+      const QP qp{pv.x, pv.y, pv.z, pv.w};
+      const float levels = score[c];
+      const int sl = slot[c];
+      const In* col = tile + tc * 16 * D + swz<In>(tc * 16, c);
+      uint32_t lw[BITS / 2] = {}, hw = 0;
+      if (qp.fast != 0.0f) {
+        kitty_words<In, BITS>(col, D, qp, levels, lw, hw);
+      } else {
+        const GroupParams gp{qp.scale, qp.zero};
+#pragma unroll
+        for (int j = 0; j < 16; ++j) {
+          const uint32_t code = KvlabRecipe::asym_code(to_f(col[j * D]), gp, (int)levels);
+          lw[(j * BITS) / 32] |= (code & ((1u << BITS) - 1u)) << ((j * BITS) % 32);
+          hw |= (code >> BITS) << (2 * j);
+        }
+      }
+      uint8_t* ld = lowp + (int64_t)c * nbl + tc * 2 * BITS;
+      if constexpr (BITS == 2)
+        *reinterpret_cast<uint32_t*>(ld) = lw[0];
+      else
+        *reinterpret_cast<uint2*>(ld) = make_uint2(lw[0], lw[1]);
+      if (sl >= 0) *reinterpret_cast<uint32_t*>(highp + (int64_t)sl * nbh + tc * 4) = hw;
+    }
+    return;
+  }
   // 5. codes: unit = one channel x 16 tokens, channels fastest across lanes; words staged per
   // row, then rows copied out coalesced. Every channel splits low and high bits (one branch for
   // all); the grouped order (non-boosted channels first, packed by adding biased codes) measured
@@ -464,7 +571,8 @@ template <class In>
 const char* quantize_boost_t(const DevFormat& f, const In* x, DevQuant q, cudaStream_t s,
                              const KernelConfig& cfg) {
   if (boost_fast_ok(f, 2, x, cfg)) {
-    const BoostRadixSmem b = boost_radix_smem<In>(f);
+    const bool direct = cfg.boost_pairs && cfg.boost_direct && f.D == 128 && f.G == 128;
+    const BoostRadixSmem b = boost_radix_smem<In>(f, direct);
     if (b.bytes <= kMaxTileSmem) {
       const int mm = cfg.hw_minmax ? 1 : 0;
       const int fd = cfg.fast_div ? 1 : 0;
@@ -472,7 +580,12 @@ const char* quantize_boost_t(const DevFormat& f, const In* x, DevQuant q, cudaSt
         cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)b.bytes);
         kern<<<(unsigned)(f.N * f.groups), 256, b.bytes, s>>>(x, f, q, b.tile, mm, fd);
       };
-      if (cfg.boost_pairs && f.D == 128) {
+      if (direct) {
+        if (f.bits == 2)
+          go(boost_quant_radix<In, 2, true, 128, true>);
+        else
+          go(boost_quant_radix<In, 4, true, 128, true>);
+      } else if (cfg.boost_pairs && f.D == 128) {
         if (f.bits == 2)
           go(boost_quant_radix<In, 2, true, 128>);
         else
@@ -488,7 +601,7 @@ const char* quantize_boost_t(const DevFormat& f, const In* x, DevQuant q, cudaSt
         go(boost_quant_radix<In, 4, false, 0>);
       }
       check_launch("boost_quant_radix");
-      return cfg.boost_pairs ? "radix-pairs" : "radix";
+      return direct ? "radix-direct" : cfg.boost_pairs ? "radix-pairs" : "radix";
     }
   }
   const BoostSmem bs = boost_smem(f);

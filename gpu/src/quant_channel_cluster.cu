@@ -7,6 +7,10 @@
 // the merge order does not matter), every CTA derives the params of all channels, and re-reads
 // its own range for the codes while it is still in L2 (the first read keeps its lines, the
 // second streams them out). Codes and params are the bytes of channel_quant_regs<PRE>.
+// channel_quant_cluster_smem (the default where its range fits): the same steps with the range
+// held in shared memory instead of L2 (cp.async, no registers while loads are in flight), on a
+// block of channels whose rows are 128 bytes, so a CTA needs 64 KB for a 4096-token group and
+// 3 CTAs share an SM; channel_quant_cluster (re-read from L2) stays for longer groups.
 #include <cooperative_groups.h>
 
 #include "fastq.cuh"
@@ -121,10 +125,216 @@ __global__ void __launch_bounds__(kClusterThreads, 2)
   }
 }
 
+__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
+  const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(src) : "memory");
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+constexpr int kSmemStages = 4;  // commit groups: min/max of the first rows starts while the rest load
+
+// Cluster of ctas CTAs per (slice, group, channel block of DB channels). CPB = DB / V chunks of
+// 16 bytes per row, a power of two <= 8; tile = this CTA's rows x DB channels.
 template <class In, bool SYM, int BITS>
-void launch_cluster(const DevFormat& f, const In* x, DevQuant q, cudaStream_t s, const KernelConfig& cfg) {
+__global__ void __launch_bounds__(kClusterThreads, 3)
+    channel_quant_cluster_smem(const In* __restrict__ x, DevFormat f, DevQuant q, int DB, int mm,
+                               int allow_fast) {
+  constexpr int V = 16 / (int)sizeof(In);
+  extern __shared__ __align__(16) uint8_t smem_raw[];
+  uint4* tile = reinterpret_cast<uint4*>(smem_raw);
+  __shared__ int32_t kmn[128 / sizeof(In)], kmx[128 / sizeof(In)];
+  __shared__ float4 sqp[128 / sizeof(In)];
+  cg::cluster_group cluster = cg::this_cluster();
+  const int D = (int)f.D, CPB = DB / V, nblk = D / DB;
+  const int rank = (int)cluster.block_rank(), ctas = (int)cluster.num_blocks();
+  const int64_t cid = blockIdx.x / ctas, ng = cid / nblk, n = ng / f.groups, g = ng % f.groups;
+  const int cb = (int)(cid % nblk);
+  const int64_t t0 = g * f.G;
+  const int chunks = (int)(min((int64_t)f.G, f.T - t0) / 16);
+  const int per = (chunks + ctas - 1) / ctas;
+  const int c_beg = min(chunks, rank * per), c_end = min(chunks, c_beg + per);
+  const int rows = (c_end - c_beg) * 16;
+  const In* src = x + (n * f.T + t0 + c_beg * 16) * D + cb * DB;
+  // Thread = chunk cc of rows rl, rl + RL, ... in every step (CPB divides the block).
+  const int cc = threadIdx.x % CPB, rl = threadIdx.x / CPB, RL = blockDim.x / CPB;
+  // 0. the range into shared memory, in kSmemStages row slices (one commit group each)
+  const int srows = ((rows / 16 + kSmemStages - 1) / kSmemStages) * 16;
+  {
+    const In* sp = src + (int64_t)rl * D + cc * V;
+    uint4* dp = tile + rl * CPB + cc;
+    int r = rl;
+#pragma unroll
+    for (int st = 0; st < kSmemStages; ++st) {
+      for (const int r1 = min(rows, (st + 1) * srows); r < r1; r += RL, sp += (int64_t)RL * D, dp += RL * CPB)
+        cp_async16(dp, sp);
+      asm volatile("cp.async.commit_group;\n" ::: "memory");
+    }
+  }
+  for (int c = threadIdx.x; c < DB; c += blockDim.x) {
+    kmn[c] = ord_key(INFINITY);
+    kmx[c] = ord_key(-INFINITY);
+  }
+  // 1. min/max as each slice lands
+  float mn[V], mx[V];
+  int32_t kn[V], kx[V];
+  __half2 hn[4], hx[4];
+#pragma unroll
+  for (int j = 0; j < V; ++j) {
+    mn[j] = INFINITY;
+    mx[j] = -INFINITY;
+    kn[j] = ord_key(INFINITY);
+    kx[j] = ord_key(-INFINITY);
+  }
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    hn[k] = __halves2half2(__ushort_as_half(0x7C00), __ushort_as_half(0x7C00));
+    hx[k] = __halves2half2(__ushort_as_half(0xFC00), __ushort_as_half(0xFC00));
+  }
+  const bool h2 = sizeof(In) == 2 && mm;
+#pragma unroll
+  for (int st = 0; st < kSmemStages; ++st) {
+    if (st == 0) cp_async_wait<kSmemStages - 1>();
+    if (st == 1) cp_async_wait<kSmemStages - 2>();
+    if (st == 2) cp_async_wait<kSmemStages - 3>();
+    if (st == 3) cp_async_wait<0>();
+    __syncthreads();  // this slice from every thread's copies (and the kmn / kmx init)
+    const int r1 = min(rows, (st + 1) * srows);
+#pragma unroll 4
+    for (int r = min(rows, st * srows) + rl; r < r1; r += RL) {  // unrolled: 4 loads in flight
+      const uint4 w = tile[r * CPB + cc];
+      if (h2) {
+        const uint32_t u[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          hn[k] = __hmin2(hn[k], *reinterpret_cast<const __half2*>(&u[k]));
+          hx[k] = __hmax2(hx[k], *reinterpret_cast<const __half2*>(&u[k]));
+        }
+      } else {
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          const float v = row_value<In>(w, j);
+          if (mm) {
+            mn[j] = fminf(mn[j], v);
+            mx[j] = fmaxf(mx[j], v);
+          } else {
+            kn[j] = min(kn[j], ord_key(v));
+            kx[j] = max(kx[j], ord_key(v));
+          }
+        }
+      }
+    }
+  }
+  if (h2) {
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      mn[2 * k] = __low2float(hn[k]);
+      mn[2 * k + 1] = __high2float(hn[k]);
+      mx[2 * k] = __low2float(hx[k]);
+      mx[2 * k + 1] = __high2float(hx[k]);
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < V; ++j) {
+    int32_t a = mm ? ord_key(mn[j]) : kn[j], b = mm ? ord_key(mx[j]) : kx[j];
+    for (int o = CPB; o < 32; o <<= 1) {  // lanes with the same chunk (CPB divides 32)
+      a = min(a, __shfl_xor_sync(0xffffffffu, a, o));
+      b = max(b, __shfl_xor_sync(0xffffffffu, b, o));
+    }
+    if ((threadIdx.x & 31) < CPB) {
+      atomicMin(&kmn[cc * V + j], a);
+      atomicMax(&kmx[cc * V + j], b);
+    }
+  }
+  cluster.sync();  // every CTA's range is in its shared memory
+  // 2. merge the ranges; params of the block's channels (rank 0 stores them)
+  for (int c = threadIdx.x; c < DB; c += blockDim.x) {
+    int32_t a = ord_key(INFINITY), b = ord_key(-INFINITY);
+    for (int r = 0; r < ctas; ++r) {
+      a = min(a, *cluster.map_shared_rank(&kmn[c], r));
+      b = max(b, *cluster.map_shared_rank(&kmx[c], r));
+    }
+    const GroupParams p = params_of(key_float(a), key_float(b), BITS, SYM ? 1 : 0, f.half_params);
+    if (rank == 0) write_params(q, (n * D + cb * DB + c) * f.groups + g, p, SYM ? 1 : 0, f.half_params);
+    const QP qp = make_qp(p, allow_fast);
+    sqp[c] = make_float4(qp.zero, qp.scale, qp.rcp, qp.fast);
+  }
+  cluster.sync();  // no CTA leaves while another reads its shared memory; sqp complete
+  // 3. codes from shared memory: unit = V channels x RS rows (8 where whole words allow: fewer
+  // registers for 3 CTAs per SM)
+  constexpr int RS = BITS == 2 ? 16 : 8, NWS = RS * BITS / 32;
+  const int c0 = cc * V;
+  for (int tr = rl; tr < rows / RS; tr += RL) {
+    uint4 raw[RS];
+#pragma unroll
+    for (int i = 0; i < RS; ++i) raw[i] = tile[(tr * RS + i) * CPB + cc];
+    uint8_t* dst = q.codes + (n * D + cb * DB + c0) * f.row_bytes + (t0 + c_beg * 16 + tr * RS) * BITS / 8;
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      const float4 pv = sqp[c0 + j];
+      const QP qp{pv.x, pv.y, pv.z, pv.w};
+      float v[RS];
+#pragma unroll
+      for (int i = 0; i < RS; ++i) v[i] = row_value<In>(raw[i], j);
+      uint32_t w[NWS];
+      pack_run<SYM, BITS, RS>(v, qp, GroupParams{qp.scale, SYM ? 0.0f : qp.zero}, w);
+      if constexpr (NWS == 1)
+        *reinterpret_cast<uint32_t*>(dst) = w[0];
+      else if constexpr (NWS == 2)
+        *reinterpret_cast<uint2*>(dst) = make_uint2(w[0], w[1]);
+      else
+        *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
+      dst += f.row_bytes;
+    }
+  }
+}
+
+// Channels per block of the smem kernel: rows of at most 128 bytes, DB / V a power of two.
+template <class In>
+int smem_block_channels(int64_t D) {
+  int db = 128 / (int)sizeof(In);
+  while (D % db != 0) db /= 2;
+  return db;
+}
+constexpr int64_t kClusterSmemMax = 72 * 1024;  // 3 CTAs per SM
+
+// The smem kernel where the range fits; false: not taken.
+template <class In, bool SYM, int BITS>
+bool launch_cluster_smem(const DevFormat& f, const In* x, DevQuant q, cudaStream_t s, const KernelConfig& cfg,
+                         int ctas) {
+  const int db = smem_block_channels<In>(f.D);
+  const int64_t per = (f.G / 16 + ctas - 1) / ctas, bytes = per * 16 * db * (int64_t)sizeof(In);
+  if (!cfg.cluster_smem || bytes > kClusterSmemMax) return false;
+  auto kern = channel_quant_cluster_smem<In, SYM, BITS>;
+  cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
+  cudaLaunchConfig_t lc = {};
+  lc.gridDim = dim3((unsigned)(f.N * f.groups * (f.D / db) * ctas));
+  lc.blockDim = dim3(kClusterThreads);
+  lc.dynamicSmemBytes = (size_t)bytes;
+  lc.stream = s;
+  cudaLaunchAttribute at[1];
+  at[0].id = cudaLaunchAttributeClusterDimension;
+  at[0].val.clusterDim.x = (unsigned)ctas;
+  at[0].val.clusterDim.y = 1;
+  at[0].val.clusterDim.z = 1;
+  lc.attrs = at;
+  lc.numAttrs = 1;
+  const cudaError_t e =
+      cudaLaunchKernelEx(&lc, kern, x, f, q, db, cfg.hw_minmax ? 1 : 0, cfg.fast_div ? 1 : 0);
+  if (e != cudaSuccess)
+    throw std::runtime_error(std::string("kvlab-gpu: launch of channel_quant_cluster_smem failed: ") +
+                             cudaGetErrorString(e));
+  check_launch("channel_quant_cluster_smem");
+  return true;
+}
+
+template <class In, bool SYM, int BITS>
+const char* launch_cluster(const DevFormat& f, const In* x, DevQuant q, cudaStream_t s,
+                           const KernelConfig& cfg) {
   auto kern = channel_quant_cluster<In, SYM, BITS>;
   const int ctas = (int)std::min<int64_t>(kClusterCtas, f.G / 16);
+  if (launch_cluster_smem<In, SYM, BITS>(f, x, q, s, cfg, ctas)) return "cluster-smem";
   cudaLaunchConfig_t lc = {};
   lc.gridDim = dim3((unsigned)(f.N * f.groups * ctas));
   lc.blockDim = dim3(kClusterThreads);
@@ -151,22 +361,22 @@ void launch_cluster(const DevFormat& f, const In* x, DevQuant q, cudaStream_t s,
     throw std::runtime_error(std::string("kvlab-gpu: launch of channel_quant_cluster failed: ") +
                              cudaGetErrorString(e));
   check_launch("channel_quant_cluster");
+  return "cluster";
 }
 
 template <class In>
-void dispatch(const DevFormat& f, const In* x, DevQuant q, cudaStream_t s, const KernelConfig& cfg) {
+const char* dispatch(const DevFormat& f, const In* x, DevQuant q, cudaStream_t s, const KernelConfig& cfg) {
   if (f.sym) {
     switch (f.bits) {
-      case 2: launch_cluster<In, true, 2>(f, x, q, s, cfg); break;
-      case 4: launch_cluster<In, true, 4>(f, x, q, s, cfg); break;
-      default: launch_cluster<In, true, 8>(f, x, q, s, cfg); break;
+      case 2: return launch_cluster<In, true, 2>(f, x, q, s, cfg);
+      case 4: return launch_cluster<In, true, 4>(f, x, q, s, cfg);
+      default: return launch_cluster<In, true, 8>(f, x, q, s, cfg);
     }
-  } else {
-    switch (f.bits) {
-      case 2: launch_cluster<In, false, 2>(f, x, q, s, cfg); break;
-      case 4: launch_cluster<In, false, 4>(f, x, q, s, cfg); break;
-      default: launch_cluster<In, false, 8>(f, x, q, s, cfg); break;
-    }
+  }
+  switch (f.bits) {
+    case 2: return launch_cluster<In, false, 2>(f, x, q, s, cfg);
+    case 4: return launch_cluster<In, false, 4>(f, x, q, s, cfg);
+    default: return launch_cluster<In, false, 8>(f, x, q, s, cfg);
   }
 }
 
@@ -178,11 +388,8 @@ void dispatch(const DevFormat& f, const In* x, DevQuant q, cudaStream_t s, const
 const char* quantize_channel_cluster(const DevFormat& f, const void* x, InType in, DevQuant q, cudaStream_t s,
                                      const KernelConfig& cfg) {
   if (!cfg.single_read || f.D > kClusterMaxD) return nullptr;
-  if (in == InType::F16)
-    dispatch(f, static_cast<const uint16_t*>(x), q, s, cfg);
-  else
-    dispatch(f, static_cast<const float*>(x), q, s, cfg);
-  return "cluster";
+  if (in == InType::F16) return dispatch(f, static_cast<const uint16_t*>(x), q, s, cfg);
+  return dispatch(f, static_cast<const float*>(x), q, s, cfg);
 }
 
 }  // namespace kvlab::gpu

@@ -2,10 +2,12 @@
 // and its speed.
 //   --validate: many shapes (d 1..8, 16, 32; k 1..4096; empty clusters; ties), all problems of a
 //               shape in one batch; every centroid bit and assignment must equal the CPU's, and
-//               nearest_batch's codes and counts must equal kmeans_assign's and their histogram.
+//               nearest_batch's codes and counts must equal kmeans_assign's and their histogram;
+//               k-means++ starts drawn on the GPU must equal kmeans_start's, and the runs from them
+//               kmeans()'s with KMeansInit::KMeansPP.
 //   --bench:    a whole model's CQ-4c8b training (layers x 16 heads x 32 groups of 65,536 x 4 ->
-//               256, one launch sequence per layer), then the CPU benchmark's shapes; one head
-//               on this machine's CPU for comparison.
+//               256, one launch sequence per layer; k-means++ starts timed apart), then the CPU benchmark's
+//               shapes; one head on this machine's CPU for comparison.
 // Exit status: 0 ok, 1 mismatch, 2 no CUDA device, 3 usage or error.
 #include <cuda_runtime.h>
 
@@ -102,6 +104,54 @@ int64_t validate_case(const VCase& c) {
   return bad;
 }
 
+// k-means++ on the GPU against the CPU: the starts (kmeans_start) and the whole run (kmeans() from
+// its own k-means++ start) must be identical. distinct > 0: only that many distinct points, so the
+// draws run out of mass and the CPU's fill of unchosen points in index order is checked too.
+int64_t validate_pp_case(const VCase& c, uint64_t seed, int64_t distinct) {
+  const kvlab::gpu::KMeansShape s{c.problems, c.n, c.d, c.k};
+  std::vector<float> x;
+  for (int64_t p = 0; p < c.problems; ++p) {
+    auto xp = blobs(c.n, c.d, std::max<int64_t>(2, c.k / 3), 2000 + p + c.d);
+    for (int64_t i = distinct; distinct > 0 && i < c.n; ++i)
+      std::copy(&xp[(i % distinct) * c.d], &xp[(i % distinct + 1) * c.d], &xp[i * c.d]);
+    x.insert(x.end(), xp.begin(), xp.end());
+  }
+  std::vector<float> starts(c.problems * c.k * c.d), gc(starts.size());
+  std::vector<int32_t> ga(c.problems * c.n);
+  kvlab::gpu::KMeansPlusPlus pp;
+  pp.seed = seed;
+  kvlab::gpu::kmeans_batch(x.data(), s, 0, starts.data(), nullptr, &pp);
+  const double ts = pp.seconds;
+  kvlab::gpu::kmeans_batch(x.data(), s, c.iters, gc.data(), ga.data(), &pp);
+  int64_t bad_s = 0, bad_c = 0, bad_a = 0;
+  const auto t1 = Clock::now();
+  for (int64_t p = 0; p < c.problems; ++p) {
+    kvlab::KMeansParams kp;
+    kp.k = c.k;
+    kp.iters = c.iters;
+    kp.init = kvlab::KMeansInit::KMeansPP;
+    kp.seed = seed;
+    const float* xp = &x[p * c.n * c.d];
+    const auto st = kvlab::kmeans_start(xp, c.n, c.d, kp);
+    const auto r = kvlab::kmeans(xp, c.n, c.d, kp);
+    for (int64_t e = 0; e < c.k * c.d; ++e) {
+      bad_s += std::memcmp(&st[e], &starts[p * c.k * c.d + e], sizeof(float)) != 0;
+      bad_c += std::memcmp(&r.centroids[e], &gc[p * c.k * c.d + e], sizeof(float)) != 0;
+    }
+    for (int64_t i = 0; i < c.n; ++i) bad_a += r.assign[i] != ga[p * c.n + i];
+  }
+  const int64_t bad = bad_s + bad_c + bad_a;
+  std::printf(
+      "validate %-4s k-means++ seed %-4llu distinct %-3lld problems %-3lld n %-6lld d %-2lld k %-5lld iters "
+      "%-3d: "
+      "start bits %lld, centroid bits %lld/%lld, assign %lld/%lld  (gpu starts %.3f s, cpu %.3f s)\n",
+      bad ? "FAIL" : "ok", (unsigned long long)seed, (long long)distinct, (long long)c.problems,
+      (long long)c.n, (long long)c.d, (long long)c.k, c.iters, (long long)bad_s, (long long)bad_c,
+      (long long)(c.problems * c.k * c.d), (long long)bad_a, (long long)(c.problems * c.n), ts, since(t1));
+  std::fflush(stdout);
+  return bad;
+}
+
 int validate() {
   const std::vector<VCase> cases = {{4, 4096, 4, 256, 8},   {3, 3000, 1, 16, 10},  {3, 3000, 2, 64, 10},
                                     {2, 2000, 3, 100, 6},   {2, 1500, 5, 300, 6},  {2, 2500, 6, 33, 5},
@@ -110,8 +160,21 @@ int validate() {
                                     {32, 65536, 4, 256, 20}};
   int64_t bad = 0;
   for (const auto& c : cases) bad += validate_case(c);
+  // k-means++ (seed, distinct points; 0: all): one chunk and several, a partial last chunk, k = 1,
+  // duplicates (blobs), too few distinct points for k, another seed, a whole layer of problems.
+  struct PPCase {
+    VCase c;
+    uint64_t seed;
+    int64_t distinct;
+  };
+  const std::vector<PPCase> pp = {
+      {{4, 4096, 4, 256, 5}, 0, 0},  {{3, 10000, 1, 16, 5}, 0, 0},    {{3, 9000, 2, 64, 4}, 7, 0},
+      {{2, 5000, 3, 100, 3}, 0, 0},  {{2, 3000, 8, 300, 3}, 1234, 0}, {{2, 12289, 16, 200, 3}, 0, 0},
+      {{2, 2000, 32, 300, 2}, 0, 0}, {{2, 1000, 5, 1, 2}, 0, 0},      {{3, 600, 4, 64, 3}, 0, 20},
+      {{2, 700, 6, 16, 2}, 3, 1},    {{16, 65536, 4, 256, 2}, 0, 0}};
+  for (const auto& q : pp) bad += validate_pp_case(q.c, q.seed, q.distinct);
   std::printf("validate: %s (%lld mismatches over %zu shapes)\n", bad ? "FAILED" : "all identical",
-              (long long)bad, cases.size());
+              (long long)bad, cases.size() + pp.size());
   return bad ? 1 : 0;
 }
 
@@ -140,15 +203,20 @@ int bench(int layers, int64_t tokens, int heads, int repeats) {
     float* x = device_alloc<float>(s.problems * s.n * s.d);
     float* c = device_alloc<float>(s.problems * s.k * s.d);
     int32_t* a = device_alloc<int32_t>(s.problems * s.n);
-    double train = 0, fill = 0;
+    double train = 0, fill = 0, starts = 0;
     for (int l = 0; l < layers; ++l) {
       auto t0 = Clock::now();
       kvlab::gpu::fill_kmeans_bench(x, c, s, 64, 1000 + l);
       fill += since(t0);
       t0 = Clock::now();
+      kvlab::gpu::kmeanspp_device(x, s, 0, c);
+      starts += since(t0);
+      t0 = Clock::now();
       kvlab::gpu::kmeans_batch_device(x, s, 20, c, a);
       train += since(t0);
     }
+    std::printf("model CQ-4c8b: k-means++ starts on the GPU %.2f s (%d layers, %.1f ms per layer)\n", starts,
+                layers, 1e3 * starts / layers);
     // What the data's trip from host memory would add: one layer copied from pageable memory.
     std::vector<float> host(s.problems * s.n * s.d, 1.0f);
     auto t0 = Clock::now();

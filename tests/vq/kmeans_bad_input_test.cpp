@@ -84,6 +84,18 @@ TEST(KMeansBadInput, UnknownInitAndBatchNamesTheProblem) {
   expect_error([&] { kvlab::kmeans_batch(probs, p); }, "problem 1");
 }
 
+TEST(KMeansBadInput, CheckAloneGivesKMeansErrors) {
+  // kmeans_check: what the GPU trainer runs instead of the CPU's starts (vq train --device cuda).
+  kvlab::KMeansParams p;
+  p.k = 5;
+  expect_error([&] { kvlab::kmeans_check(x.data(), 4, 2, p); }, "larger than the number of points");
+  std::vector<float> bad = x;
+  bad[5] = std::nanf("");
+  p.k = 2;
+  expect_error([&] { kvlab::kmeans_check(bad.data(), 4, 2, p); }, "NaN or Inf at flat index 5");
+  kvlab::kmeans_check(x.data(), 4, 2, p);  // good input: no error
+}
+
 TEST(KMeansBadInput, DuplicatePointsStillGiveKCentroids) {
   // Fewer distinct points than k is allowed (k <= n): starts fall back to unchosen points.
   const std::vector<float> same(20, 1.0f);

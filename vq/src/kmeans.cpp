@@ -374,6 +374,10 @@ std::vector<float> kmeans_start(const float* x, int64_t n, int64_t d, const KMea
   return detail::init_centroids(x, n, d, p.k, p.init, w, rng, resolve_threads(p.threads));
 }
 
+void kmeans_check(const float* x, int64_t n, int64_t d, const KMeansParams& p, const float* w) {
+  validate(x, n, d, p, w, nullptr);
+}
+
 std::vector<KMeansResult> kmeans_batch(const std::vector<KMeansProblem>& problems,
                                        const KMeansParams& params) {
   const int64_t np = problems.size();

@@ -20,12 +20,18 @@ struct KernelConfig {
   // Per-channel groups too long for one register tile (whole-axis INT8): one DRAM read by a
   // cluster of CTAs per group (quant_channel_cluster.cu); false: two passes over the input.
   bool single_read = true;
-  // CTAs per SM of that cluster kernel: 0 = by its L2 rule, 1 or 2 forced (bench A/B).
+  // That cluster kernel holds each CTA's range in shared memory where it fits (64 KB for a
+  // 4096-token group); false: the range is re-read from L2 (the L2 rule below).
+  bool cluster_smem = true;
+  // CTAs per SM of the L2 cluster kernel: 0 = by its L2 rule, 1 or 2 forced (bench A/B).
   int cluster_ctas_per_sm = 0;
   // Kitty radix pages: statistics by channel pairs (one load and, for fp16, HMNMX2 per pair),
   // codes with one channel per thread, top-k two radix bits per round; false: the previous
   // kernel (one channel per thread in the statistics, codes by unit index, one bit per round).
   bool boost_pairs = true;
+  // Kitty pages of 128 x 128: cp.async into a swizzled tile, codes stored straight from registers
+  // (no staged rows), both planes from biased-code sums; false: boost_pairs's staged kernel.
+  bool boost_direct = true;
 };
 
 // What a variant changes, as bit masks (a variant that changes nothing else needs no rows).
@@ -59,12 +65,18 @@ constexpr KernelConfig two_pass() {
 }
 constexpr KernelConfig cluster_ctas(int n) {
   KernelConfig c;
+  c.cluster_smem = false;
   c.cluster_ctas_per_sm = n;
   return c;
 }
 constexpr KernelConfig boost_single() {
   KernelConfig c;
   c.boost_pairs = false;
+  return c;
+}
+constexpr KernelConfig boost_staged() {
+  KernelConfig c;
+  c.boost_direct = false;
   return c;
 }
 constexpr KernelConfig order_key_minmax() {
@@ -87,12 +99,16 @@ inline constexpr KernelVariant kKernelVariants[] = {
    "default kernels with order-key min/max: proves FMNMX/HMNMX2 give the same bytes"},
   {"two-pass",         "two-pass",    variant_configs::two_pass(),          kQuantize,               kChannel,
    "long per-channel groups in two reads (stats, then codes): the single-read cluster kernel's predecessor"},
+  {"cluster-l2",       "cluster-l2",  variant_configs::cluster_ctas(0),     kQuantize,               kChannel,
+   "single-read cluster kernel re-reading its range from L2, by its L2 rule (the shared-memory kernel's predecessor)"},
   {"cluster-1",        "cluster-1",   variant_configs::cluster_ctas(1),     kQuantize,               kChannel,
    "single-read cluster kernel at 1 CTA per SM (bench A/B of its L2 rule)"},
   {"cluster-2",        "cluster-2",   variant_configs::cluster_ctas(2),     kQuantize,               kChannel,
    "single-read cluster kernel at 2 CTAs per SM (bench A/B of its L2 rule)"},
   {"boost-single",     "boost-single", variant_configs::boost_single(),      kQuantize,               kBoost,
    "the previous Kitty radix kernel: statistics by one channel per thread, codes by unit index, one radix bit per round"},
+  {"boost-staged",     "boost-staged", variant_configs::boost_staged(),      kQuantize,               kBoost,
+   "the previous Kitty 128 x 128 page kernel: codes staged in shared memory, then copied out"},
   {"fallback",         "v3",      variant_configs::fallback_kernels(),  kQuantize | kDequantize, kChannel | kToken | kBoost,
    "tile/vec/warp/page kernels on every shape (what odd shapes run); the run-4 kernels"},
 };

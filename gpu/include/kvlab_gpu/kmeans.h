@@ -8,7 +8,8 @@
 // order (a stable radix sort of the points by centroid gives that order), the same float
 // division and the same split of empty clusters from the heaviest one. Checked by
 // `kvlab-gpu-kmeans --validate` (gpu/tools/kmeans_main.cpp): 0 differing centroid bits and
-// assignments is the pass condition.
+// assignments is the pass condition, and for the k-means++ starts drawn on the GPU 0 differing
+// start bits against the CPU's kmeans_start.
 //
 // Host code only here (C++17); the kernels are in gpu/src/kmeans.cu. Depends on core/ alone.
 #pragma once
@@ -28,9 +29,21 @@ struct KMeansShape {
 // d must be 1..8, 16 or 32 (compiled dimensions); 1 <= k <= n; k <= 65536.
 void check_kmeans_shape(const KMeansShape& s);
 
+// k-means++ starts drawn on the GPU (src/kmeans_pp.cu): the CPU's kmeans_start picks
+// (KMeansInit::KMeansPP, this seed, no weights) for every problem, bit for bit.
+struct KMeansPlusPlus {
+  uint64_t seed = 0;
+  double seconds = 0;  // time spent drawing the starts (device synchronized), added up
+};
+
 // `iters` Lloyd iterations from the given centroids (host pointers): centroids in = the starts,
-// out = the result; assign (may be null) = the nearest final centroid of every point.
-void kmeans_batch(const float* x, const KMeansShape& s, int iters, float* centroids, int32_t* assign);
+// out = the result; assign (may be null) = the nearest final centroid of every point. With `pp`
+// the starts are drawn on the GPU instead (centroids is then output only).
+void kmeans_batch(const float* x, const KMeansShape& s, int iters, float* centroids, int32_t* assign,
+                  KMeansPlusPlus* pp = nullptr);
+
+// The k-means++ starts alone, on device pointers: centroids [P][k][d] out.
+void kmeanspp_device(const float* x, const KMeansShape& s, uint64_t seed, float* centroids);
 
 // The same on device pointers (x, centroids, assign on the current CUDA device).
 void kmeans_batch_device(const float* x, const KMeansShape& s, int iters, float* centroids, int32_t* assign);

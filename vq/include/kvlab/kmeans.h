@@ -75,6 +75,10 @@ KMeansResult kmeans(const float* x, int64_t n, int64_t d, const KMeansParams& pa
 std::vector<float> kmeans_start(const float* x, int64_t n, int64_t d, const KMeansParams& params,
                                 const float* weights = nullptr);
 
+// The input checks of kmeans() alone (same errors), for a trainer that draws its starts elsewhere.
+void kmeans_check(const float* x, int64_t n, int64_t d, const KMeansParams& params,
+                  const float* weights = nullptr);
+
 // Many small independent problems (one per layer, KV head, role and channel group) in one
 // call, in parallel across problems; each result equals kmeans() on that problem alone.
 struct KMeansProblem {
