@@ -122,8 +122,11 @@ def test_bad_queries_and_caches_get_clear_errors():
     nan[1, 3, 7] = float("nan")
     with pytest.raises(ValueError, match="non-finite value .* at flat index 1415"):
         kvlab.gpu.decode_attention(nan, cache)
-    with pytest.raises(ValueError, match="streaming kernel"):
-        kvlab.gpu.decode_attention(qd, cache, kernel="stream")
+    # kitty streams now; head_dim 64 is the split kernel's alone
+    ks64, vs64, q64 = draw(7, [40], 2, 64, 8)
+    with pytest.raises(ValueError, match="streaming kernel: head_dim 128"):
+        kvlab.gpu.decode_attention(torch.from_numpy(q64).cuda(), kvlab.gpu.DecodeCache("kitty", ks64, vs64),
+                                   kernel="stream")
     with pytest.raises(ValueError, match="decode kernel 'fast'"):
         kvlab.gpu.decode_attention(qd, cache, kernel="fast")
     with pytest.raises(ValueError, match="splits=-1"):
