@@ -105,12 +105,14 @@ attn::AttnPart part_of(const DeviceQuant& d, const PackedLayout& f) {
 // rows [S, S + n) of mag (H, L, D).
 void add_magnitudes(const QuantizedTensor& q, int64_t S, int64_t L, std::vector<float>& mag) {
   const PackedLayout f = layout_of(q);
-  if (f.boost || f.sym) return;
+  if (f.sym) return;  // symmetric parts need none (docs/FORMATS.md 9.3)
   const std::vector<uint8_t> codes = unpack_codes(q);
   for (int64_t h = 0; h < f.N; ++h)
     for (int64_t t = 0; t < f.T; ++t)
       for (int64_t c = 0; c < f.D; ++c) {
-        const int64_t i = f.channel ? (h * f.D + c) * f.groups + t / f.G : (h * f.T + t) * f.groups + c / f.G;
+        const int64_t i = f.boost     ? (h * f.groups + t / f.G) * f.D + c  // Kitty pages
+                          : f.channel ? (h * f.D + c) * f.groups + t / f.G
+                                      : (h * f.T + t) * f.groups + c / f.G;
         const double m =
             std::fabs((double)q.scale[i] * codes[f.elem(h, t, c)]) + std::fabs((double)q.zero[i]);
         mag[(h * L + S + t) * f.D + c] = (float)(m * (1 + 0x1p-20));  // rounded up
@@ -301,15 +303,27 @@ std::string stream_refusal(const DecodeCache& cache, int Hq) {
   if (c.D != 128 || Hq != 4 * c.Hkv) return "head_dim 128 with 4 query heads per KV head only";
   const attn::AttnKind& k = c.kind;
   if (k.vq) return "codebook caches run on the codebook kernel";
-  if (!(k.kbits == 0 && k.vbits == 0) &&
+  const bool int8 = !k.kboost && k.vchannel && k.kbits == 8 && k.vbits == 8;
+  const bool kitty = k.kboost && !k.vchannel && k.kbits == 2 && k.vbits == 2;
+  if (!(k.kbits == 0 && k.vbits == 0) && !int8 && !kitty &&
       !(!k.kboost && !k.vchannel && k.kbits == k.vbits && (k.kbits == 2 || k.kbits == 4)))
-    return "formats: fp16, or kivi with kbits = vbits = 2 or 4";
+    return "formats: fp16, int8 (group=all), kitty (kbits = vbits = 2) or kivi with kbits = vbits = 2 or 4";
   const int tt = attn::stream_tile_tokens(k.kbits);
   auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
   for (const attn::AttnSeq& s : c.seqs) {
     if (!aligned(s.k_fp) || !aligned(s.v_fp)) return "fp16 rows not 16-byte aligned";
     const PackedLayout &kf = s.k.f, &vf = s.v.f;
-    if (kf.T > 0 &&
+    if (int8) {  // any row length (unaligned rows are staged by byte loads)
+      if ((kf.T > 0 && kf.groups != 1) || (vf.T > 0 && vf.groups != 1))
+        return "int8: one scale per channel over every token (group=all)";
+      continue;
+    }
+    if (kitty && kf.T > 0 &&
+        (kf.G % tt != 0 || kf.T % kf.G != 0 || kf.k > attn::kStreamMaxSlots || !aligned(s.k.codes) ||
+         !aligned(s.k.high)))
+      return "kitty keys: whole pages of a multiple of " + std::to_string(tt) + " tokens, at most " +
+             std::to_string(attn::kStreamMaxSlots) + " boosted channels per page";
+    if (kf.T > 0 && !kitty &&
         (kf.sym || (kf.groups > 1 && kf.G % tt != 0) || kf.row_bytes % 16 != 0 || !aligned(s.k.codes)))
       return "keys: asymmetric, groups a multiple of " + std::to_string(tt) + " tokens, 16-byte rows";
     if (vf.T > 0 && (vf.sym || vf.groups != 1 || vf.row_bytes != 128 * k.vbits / 8 || !aligned(s.v.codes)))

@@ -5,9 +5,9 @@
 // flight cost shared memory instead of registers and no __syncthreads runs per tile. The block
 // merges its warps into one split partial (combine_splits then merges the splits).
 // fp16 tiles and the token-by-token rest: every K_hat / V_hat is core's fp32 value (recipe:
-// code * scale + zero, no FMA; fp16 exactly), logits and P V fp32 FMA chains. Packed (kivi)
-// tiles: codes times q * scale and p * scale on tensor cores, zeros apart (attn_mma.cuh,
-// docs/FORMATS.md sections 9.2 and 9.3).
+// code * scale + zero, no FMA; fp16 exactly), logits and P V fp32 FMA chains. Packed tiles
+// (kivi, int8): codes times q * scale and p * scale (int8: p, its per-channel value scale then
+// scales the output column) on tensor cores, zeros apart (attn_mma.cuh, docs/FORMATS.md 9.2, 9.3).
 #pragma once
 #include <cuda_fp16.h>
 
@@ -23,20 +23,29 @@ namespace kvlab::gpu::attn {
 constexpr int kSD = 128, kSG = 4;  // head dim, query heads per KV head
 
 // Shared memory of one warp: two stages of (key tile, value tile), the tile's probabilities,
-// and (packed caches) the key parameters per channel and value parameters per token as fp32.
-template <int KB>
+// and (kivi) the key parameters per channel and value parameters per token as fp32. int8 (CH):
+// values channel-major like the keys, one symmetric scale per channel over every token, so no
+// per-tile parameters (the scales fold into q and into the output). Kitty (BO): the key tile's
+// low plane as kivi-2's codes, then up to kMaxSlots rows of the page's high plane (boosted slots).
+constexpr int kMaxSlots = kStreamMaxSlots;
+template <int KB, bool BO = false>
 struct StreamGeo {
+  static constexpr bool CH = KB == 8;
   static constexpr int TT = stream_tile_tokens(KB);
   static constexpr int TPL = TT / 32;                // key tokens per lane in the logits
-  static constexpr int KROW = KB ? TT * KB / 8 : 0;  // bytes of one channel's codes in a tile (16)
+  static constexpr int KROW = KB ? TT * KB / 8 : 0;  // bytes of one channel's codes in a tile (16; int8 32)
   static constexpr int KBYTES = KB ? kSD * KROW : TT * kSD * 2;
-  static constexpr int VROW = KB ? kSD * KB / 8 : kSD * 2;  // bytes of one token's values
-  static constexpr int VBYTES = TT * VROW;
-  static constexpr int STAGE = KBYTES + VBYTES;
-  static constexpr int PARAMS = KB ? (kSD + TT) * 8 : 0;
+  static constexpr int VROW = CH   ? TT
+                              : KB ? kSD * KB / 8
+                                   : kSD * 2;  // bytes of one value row (token; int8 channel)
+  static constexpr int VBYTES = CH ? kSD * VROW : TT * VROW;
+  static constexpr int HBYTES = BO ? kMaxSlots * KROW : 0;  // high plane rows (slots)
+  static constexpr int VOFF = KBYTES + HBYTES;              // value tile in a stage
+  static constexpr int STAGE = VOFF + VBYTES;
+  static constexpr int PARAMS = (KB && !CH ? (kSD + TT) * 8 : 0) + (BO ? kMaxSlots : 0);  // + slot -> channel
   static constexpr int WARP = 2 * STAGE + TT * kSG * 4 + PARAMS;
   static constexpr int SMEM = kSD * kSG * 4 + kStreamWarps * WARP;
-  static_assert(KB == 0 || KROW == 16, "the MMA fragments read 16-byte key rows (4 words per channel)");
+  static_assert(KB == 0 || KROW == (CH ? 32 : 16), "the MMA fragments read 16-byte key rows (int8: 32)");
 };
 
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
@@ -47,6 +56,16 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// 16 bytes into shared memory: cp.async, or byte loads where the global rows are not 16-byte
+// aligned (int8 rows are L bytes long: any L is served, aligned rows at full speed).
+__device__ __forceinline__ void copy16(void* smem, const uint8_t* g, bool async) {
+  if (async) {
+    cp_async16(smem, g);
+    return;
+  }
+  for (int i = 0; i < 16; ++i) static_cast<uint8_t*>(smem)[i] = __ldg(g + i);
 }
 
 // (float)code for code < 2^23 by the 2^23 magic number (LOP + FADD; I2F runs at quarter rate).
@@ -64,9 +83,9 @@ __device__ __forceinline__ float sparam(const void* p, int64_t i, bool half) {
 // lanes of a 16-byte load phase (8 rows, same chunk) and a row read by 32 lanes hit distinct banks.
 __device__ __forceinline__ int swz(int t, int ch) { return t * 256 + ((ch ^ (t & 7)) << 4); }
 
-template <int KB, bool DBG>
+template <int KB, bool DBG, bool BO = false>
 struct StreamWarp {
-  using G = StreamGeo<KB>;
+  using G = StreamGeo<KB, BO>;
   static constexpr int TT = G::TT, TPL = G::TPL;
   const AttnSeq& sq;     // in shared memory
   float *dbg_k, *dbg_v;  // copied: a reference to the kernel's parameter would put it in local memory
@@ -75,16 +94,23 @@ struct StreamWarp {
                         // in local memory)
   float (*sP)[kSG];
   float2 *kpar, *vpar;
+  uint8_t* slot_ch;  // Kitty: the channel of each boosted slot of the current page
   int h, lane, mb, gid, tig;
+  bool async_ok;                      // int8: both roles' rows 16-byte aligned (kivi: always, stream_refusal)
   float m[kSG], l[kSG], acc[kSG][4];  // the lane's channels 4 lane .. 4 lane + 3
   // Packed tiles on tensor cores (attn_mma.cuh). P V: oacc[m] is the MMA fragment of channels
   // 16 gid + 2m (+1) and columns 2 tig (+1) (tig < 2: hi of heads 2 tig, 2 tig + 1; else lo),
-  // in units of 2^(evc - 24) per column head; pz: sum p * value zero per head. Logits: the key
-  // operand of the current key group (kfrag, exponent of its split, bias q . zero).
+  // in units of 2^(CX - evc) per column head (int8: channels 16m + gid, + 8); pz: sum p * value
+  // zero per head. Logits: the key operand of the current key group (kfrag, exponent of its
+  // split, bias q . zero).
   static constexpr int NM = KB ? TT / 16 : 1;
+  // Codes times the MMA's factors come out in units of 2^-CX: kivi codes are subnormals (2^-24 each),
+  // int8 codes their integer values.
+  static constexpr int CX = G::CH ? 0 : 24;
   float oacc[8][4], pz[kSG], rescale[kSG];
   int evc[2], ev_own;
   uint32_t kfrag[8][2];
+  uint32_t kfrag_hi[kMaxSlots / 16][2];  // Kitty: the key operand of the boosted slots' high bits
   float kesc[2], kbias[2];
   int64_t kg_cur;
   // fp16 logits: the scaled q of the lane's 16 channels (8 (lane % 8) .. and 64 + 8 (lane % 8) ..)
@@ -98,10 +124,15 @@ struct StreamWarp {
     sP = reinterpret_cast<float(*)[kSG]>(w + 2 * G::STAGE);
     kpar = reinterpret_cast<float2*>(w + 2 * G::STAGE + TT * kSG * 4);
     vpar = kpar + kSD;
+    slot_ch = reinterpret_cast<uint8_t*>(vpar + TT);
     lane = threadIdx.x % 32;
     gid = lane >> 2;
     tig = lane & 3;
     mb = stream_main_begin(KB, s.S);
+    auto al = [](const void* p, int64_t row) {
+      return ((reinterpret_cast<uintptr_t>(p) | (uintptr_t)row) & 15) == 0;
+    };
+    async_ok = !G::CH || (al(s.k.codes, s.k.f.row_bytes) && al(s.v.codes, s.v.f.row_bytes));
     if constexpr (KB > 0) {
       for (int x = 0; x < 8; ++x)
         for (int i = 0; i < 4; ++i) oacc[x][i] = 0.0f;
@@ -130,19 +161,35 @@ struct StreamWarp {
     if constexpr (KB > 0) {
       const PackedLayout& kf = sq.k.f;
       constexpr int CK = G::KROW / 16;  // 16-byte chunks per channel row
-      const uint8_t* kb = sq.k.codes + (int64_t)h * kSD * kf.row_bytes + (int64_t)r0 * KB / 8;
-      for (int j = lane; j < kSD * CK; j += 32)
-        cp_async16(s + (j / CK) * G::KROW + (j % CK) * 16,
-                   kb + (int64_t)(j / CK) * kf.row_bytes + (j % CK) * 16);
-      const uint8_t* vb = sq.v.codes + ((int64_t)h * sq.v.f.T + r0) * G::VROW;
-      for (int j = lane; j < G::VBYTES / 16; j += 32) cp_async16(s + G::KBYTES + j * 16, vb + j * 16);
+      if constexpr (BO) {  // page p's low plane rows (channels), then its high plane rows (slots)
+        const int64_t p = r0 / kf.G, o = (r0 % kf.G) * KB / 8, rb = packed_bytes(kf.G, KB);
+        const uint8_t* lo = sq.k.codes + h * kf.slice_low() + kf.page_low(p) + o;
+        for (int j = lane; j < kSD; j += 32) cp_async16(s + j * G::KROW, lo + j * rb);
+        const uint8_t* hi = sq.k.high + h * kf.slice_high() + kf.page_high(p) + o;
+        for (int j = lane; j < kf.k; j += 32) cp_async16(s + G::KBYTES + j * G::KROW, hi + j * rb);
+      } else {
+        const uint8_t* kb = sq.k.codes + (int64_t)h * kSD * kf.row_bytes + (int64_t)r0 * KB / 8;
+        for (int j = lane; j < kSD * CK; j += 32)
+          copy16(s + (j / CK) * G::KROW + (j % CK) * 16,
+                 kb + (int64_t)(j / CK) * kf.row_bytes + (j % CK) * 16, async_ok);
+      }
+      if constexpr (G::CH) {  // value rows are channels too
+        const int64_t vr = sq.v.f.row_bytes;
+        const uint8_t* vb = sq.v.codes + (int64_t)h * kSD * vr + r0;
+        for (int j = lane; j < kSD * CK; j += 32)
+          copy16(s + G::VOFF + (j / CK) * G::VROW + (j % CK) * 16, vb + (j / CK) * vr + (j % CK) * 16,
+                 async_ok);
+      } else {
+        const uint8_t* vb = sq.v.codes + ((int64_t)h * sq.v.f.T + r0) * G::VROW;
+        for (int j = lane; j < G::VBYTES / 16; j += 32) cp_async16(s + G::VOFF + j * 16, vb + j * 16);
+      }
     } else {
       const int64_t rows = sq.L;  // fp16 method: row t is token t
       const uint16_t* kb = sq.k_fp + ((int64_t)h * rows + r0) * kSD;
       const uint16_t* vb = sq.v_fp + ((int64_t)h * rows + r0) * kSD;
       for (int j = lane; j < TT * 16; j += 32) {
         cp_async16(s + swz(j / 16, j % 16), kb + j * 8);
-        cp_async16(s + G::KBYTES + swz(j / 16, j % 16), vb + j * 8);
+        cp_async16(s + G::VOFF + swz(j / 16, j % 16), vb + j * 8);
       }
     }
   }
@@ -153,8 +200,14 @@ struct StreamWarp {
     const PackedLayout &kf = sq.k.f, &vf = sq.v.f;
     const int64_t kg = r0 / kf.G;  // one key group per tile (host check: G % TT == 0 or 1 group)
     for (int c = lane; c < kSD; c += 32) {
-      const int64_t i = ((int64_t)h * kSD + c) * kf.groups + kg;
+      // Kitty: parameters (head, page, channel); kivi: (head, channel, group)
+      const int64_t i =
+          BO ? ((int64_t)h * kf.groups + kg) * kSD + c : ((int64_t)h * kSD + c) * kf.groups + kg;
       kpar[c] = make_float2(sparam(sq.k.scale, i, kf.half_params), sparam(sq.k.zero, i, kf.half_params));
+      if constexpr (BO) {
+        const uint8_t slot = __ldg(sq.k.index + i);
+        if (slot != 0xFF) slot_ch[slot] = (uint8_t)c;
+      }
     }
     for (int t = lane; t < TT; t += 32) {
       const int64_t i = ((int64_t)h * vf.T + r0 + t) * vf.groups;  // one value group per token
@@ -162,7 +215,10 @@ struct StreamWarp {
     }
   }
 
-  // Online softmax over the logits s[j] of tokens lane TPL + j (-inf: no token); p -> sP.
+  // Online softmax over the logits s[j] of tokens lane TPL + j (-inf: no token); p -> sP. MMA
+  // (a packed tile): the fp32 accumulators are still 0 there (the rest runs after every tile), so
+  // only the MMA sums are rescaled.
+  template <bool MMA = false>
   __device__ __forceinline__ void softmax(float (&s)[TPL][kSG]) {
     for (int g = 0; g < kSG; ++g) {
       float mx = s[0][g];
@@ -179,10 +235,11 @@ struct StreamWarp {
       const float alpha = exp2f(__fsub_rn(m[g], m_new));
       l[g] = __fmaf_rn(l[g], alpha, sum);
       m[g] = m_new;
-      for (int i = 0; i < 4; ++i) acc[g][i] = __fmul_rn(acc[g][i], alpha);
+      if constexpr (!MMA)
+        for (int i = 0; i < 4; ++i) acc[g][i] = __fmul_rn(acc[g][i], alpha);
       rescale[g] = alpha;
     }
-    if constexpr (KB > 0) {
+    if constexpr (KB > 0) {  // the MMA sums, in tiles and in the rest
       const float f0 = (tig & 1) ? rescale[2] : rescale[0];
       const float f1 = (tig & 1) ? rescale[3] : rescale[1];
       for (int x = 0; x < 8; ++x) {
@@ -191,7 +248,8 @@ struct StreamWarp {
         oacc[x][2] = __fmul_rn(oacc[x][2], f0);
         oacc[x][3] = __fmul_rn(oacc[x][3], f1);
       }
-      for (int g = 0; g < kSG; ++g) pz[g] = __fmul_rn(pz[g], rescale[g]);
+      if constexpr (!G::CH)
+        for (int g = 0; g < kSG; ++g) pz[g] = __fmul_rn(pz[g], rescale[g]);
     }
     __syncwarp();
   }
@@ -202,9 +260,25 @@ struct StreamWarp {
 
   // Key tokens of rows gid and gid + 8 of key M-block x (tokens of the tile): the lane reads byte
   // gid & 3 of words 2 (gid >> 2) + e of its channels' rows, each byte TB = 8 / KB tokens.
+  // int8: the lane reads word gid of its rows (tokens 4 gid .. 4 gid + 3), block x rows gid and
+  // gid + 8 are tokens 4 gid + 2x and 4 gid + 2x + 1.
   __device__ __forceinline__ int key_token(int x) const {
-    constexpr int TB = 8 / KB, H = TB / 2;
+    if constexpr (G::CH) return 4 * gid + 2 * x;
+    constexpr int TB = 8 / (KB < 8 ? KB : 1), H = TB / 2;
     return (2 * (gid >> 2) + x / H) * (32 / KB) + (gid & 3) * TB + 2 * (x % H);
+  }
+  // Channel of the key operand's register half r of channel block kb (the MMA's k index
+  // 2 tig + (r & 1) + 8 (r >> 1)); int8 permutes k so that the 4 tig lanes read 4 consecutive
+  // 32-byte rows (distinct banks): index 2 tig + j + 8 i is channel tig + 4 j + 8 i.
+  __device__ __forceinline__ int key_chan(int kb, int r) const {
+    return G::CH ? 16 * kb + tig + 4 * (r & 1) + 8 * (r >> 1) : 16 * kb + 2 * tig + (r & 1) + 8 * (r >> 1);
+  }
+  // Key scale of channel c for the current group (int8: one per channel, from global memory).
+  __device__ __forceinline__ float kscale(int c) const {
+    if constexpr (G::CH)
+      return sparam(sq.k.scale, ((int64_t)h * kSD + c) * sq.k.f.groups, sq.k.f.half_params);
+    else
+      return kpar[c].x;
   }
 
   // The key operand of key group kg: q * scale per channel as hi / lo fp16 (this lane: head
@@ -214,17 +288,17 @@ struct StreamWarp {
     const int g = gid & 3;
     // q * scale is formed twice (max, then split) rather than held: fewer live registers
     auto qs = [&](int kb, int r) {
-      const int c = 16 * kb + 2 * tig + (r & 1) + 8 * (r >> 1);
-      return __fmul_rn(sQ[c][g], kpar[c].x);
+      const int c = key_chan(kb, r);
+      return __fmul_rn(sQ[c][g], kscale(c));
     };
     float mx = 0.0f, bz = 0.0f;
 #pragma unroll
     for (int kb = 0; kb < 8; ++kb)
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
-        const int c = 16 * kb + 2 * tig + (r & 1) + 8 * (r >> 1);
+        const int c = key_chan(kb, r);
         mx = fmaxf(mx, fabsf(qs(kb, r)));
-        bz = __fmaf_rn(sQ[c][g], kpar[c].y, bz);
+        if constexpr (!G::CH) bz = __fmaf_rn(sQ[c][g], kpar[c].y, bz);  // int8: symmetric, no zero
       }
     for (int off = 1; off < 4; off <<= 1) {
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
@@ -236,25 +310,28 @@ struct StreamWarp {
       kfrag[kb][0] = pack2(split_half(qs(kb, 0), E, gid >= 4), split_half(qs(kb, 1), E, gid >= 4));
       kfrag[kb][1] = pack2(split_half(qs(kb, 2), E, gid >= 4), split_half(qs(kb, 3), E, gid >= 4));
     }
+    if constexpr (BO) {  // slot s carries channel slot_ch[s]'s q * scale (0 past the page's k slots)
+      auto qh = [&](int sb, int r) {
+        const int sl = 16 * sb + 2 * tig + (r & 1) + 8 * (r >> 1);
+        if (sl >= sq.k.f.k) return (uint16_t)0;
+        const int c = slot_ch[sl];
+        return split_half(__fmul_rn(sQ[c][g], kpar[c].x), E, gid >= 4);
+      };
+#pragma unroll
+      for (int sb = 0; sb < kMaxSlots / 16; ++sb) {
+        kfrag_hi[sb][0] = pack2(qh(sb, 0), qh(sb, 1));
+        kfrag_hi[sb][1] = pack2(qh(sb, 2), qh(sb, 3));
+      }
+    }
     for (int i = 0; i < 2; ++i) {
       const int src = 4 * (2 * (tig & 1) + i);  // lane gid = head, tig 0
-      kesc[i] = ldexpf(1.0f, 24 - __shfl_sync(0xffffffffu, E, src));
+      kesc[i] = mul_pow2(1.0f, CX - __shfl_sync(0xffffffffu, E, src));
       kbias[i] = __shfl_sync(0xffffffffu, bz, src);
     }
   }
 
-  // One staged packed tile on tensor cores: logits (codes x key operand + bias) into sP, the
-  // online softmax, then P V (codes x (p * value scale) + sum p * value zero).
-  __device__ __forceinline__ void mma_tile(int tile, const unsigned char* s) {
-    const int t0 = mb + tile * TT;
-    const int64_t kg = (int64_t)tile * TT / sq.k.f.G;
-    if (kg != kg_cur) {
-      key_group();
-      kg_cur = kg;
-    }
-    float lc[NM][4];
-    for (int x = 0; x < NM; ++x)
-      for (int i = 0; i < 4; ++i) lc[x][i] = 0.0f;
+  // Logits of a staged kivi tile: codes x key operand into lc (M-block x: tokens key_token(x), + 1).
+  __device__ __forceinline__ void key_mma_kivi(const unsigned char* s, int t0, float (&lc)[NM][4]) {
 #pragma unroll
     for (int kb = 0; kb < 8; ++kb) {
       const int c0 = 16 * kb + 2 * tig;
@@ -274,67 +351,74 @@ struct StreamWarp {
           for (int r = 0; r < 4; ++r)
             for (int hi = 0; hi < 2; ++hi) {
               const int c = c0 + hi + 8 * (r >> 1), t = key_token(x) + (r & 1);
-              dbg_row(dbg_k, t0 + t)[c] = sdequant((a[r] >> (16 * hi)) & 0xFFFFu, kpar[c].x, kpar[c].y);
+              const uint32_t code = ((a[r] >> (16 * hi)) & 0xFFFFu) | (high_code(s, t0, t, c) << KB);
+              dbg_row(dbg_k, t0 + t)[c] = sdequant(code, kpar[c].x, kpar[c].y);
             }
         mma16816(lc[x], a[0], a[1], a[2], a[3], kfrag[kb][0], kfrag[kb][1]);
       }
     }
-    // hi + lo (columns n and n + 4 sit in lanes tig and tig ^ 2), times 2^(24 - E), plus q . zero
+    if constexpr (BO) {  // the boosted slots' high bits: codes * 4 (exact subnormals) x the slots' operand
 #pragma unroll
-    for (int x = 0; x < NM; ++x) {
-      float v[4];
-      for (int i = 0; i < 4; ++i) v[i] = __fadd_rn(lc[x][i], __shfl_xor_sync(0xffffffffu, lc[x][i], 2));
-      if (tig < 2) {
-        const int t = key_token(x);
-        for (int i = 0; i < 4; ++i)
-          sP[t + (i >> 1)][2 * tig + (i & 1)] = __fmaf_rn(v[i], kesc[i & 1], kbias[i & 1]);
+      for (int sb = 0; sb < kMaxSlots / 16; ++sb) {
+        if (16 * sb >= sq.k.f.k) break;
+        const unsigned char* row = s + G::KBYTES + (16 * sb + 2 * tig) * G::KROW + 8 * (gid >> 2);
+        uint2 w[4];
+        for (int r = 0; r < 4; ++r)
+          w[r] = *reinterpret_cast<const uint2*>(row + ((r & 1) + 8 * (r >> 1)) * G::KROW);
+#pragma unroll
+        for (int x = 0; x < NM; ++x) {
+          constexpr int H = 4 / KB;
+          const int e = x / H, sh = 2 * KB * (x % H);
+          const uint32_t p01 = pair_bytes(e ? w[0].y : w[0].x, e ? w[1].y : w[1].x, gid & 3);
+          const uint32_t p89 = pair_bytes(e ? w[2].y : w[2].x, e ? w[3].y : w[3].x, gid & 3);
+          mma16816(lc[x], code_pair<KB>(p01, sh) << 2, code_pair<KB>(p01, sh + KB) << 2,
+                   code_pair<KB>(p89, sh) << 2, code_pair<KB>(p89, sh + KB) << 2, kfrag_hi[sb][0],
+                   kfrag_hi[sb][1]);
+        }
       }
     }
-    __syncwarp();
-    float lg[TPL][kSG];
-    for (int j = 0; j < TPL; ++j)
-      for (int g = 0; g < kSG; ++g) lg[j][g] = sP[lane * TPL + j][g];
-    __syncwarp();
-    softmax(lg);
+  }
 
-    // value operand: p * scale of tokens 16 kb + 2 tig (+1, +8, +9), head gid & 3, hi or lo
-    const int g = gid & 3;
-    float xv[NM][4], mx = 0.0f, zs = 0.0f;
+  // Kitty: the high 2 bits of channel c's code at tile token t (0 when c is not boosted), from the
+  // staged high plane (debug path only).
+  __device__ __forceinline__ uint32_t high_code(const unsigned char* s, int t0, int t, int c) const {
+    if constexpr (!BO) return 0;
+    const PackedLayout& kf = sq.k.f;
+    const int64_t p = (t0 - mb) / kf.G;
+    const uint8_t slot = __ldg(sq.k.index + ((int64_t)h * kf.groups + p) * kSD + c);
+    if (slot == 0xFF) return 0;
+    return (s[G::KBYTES + slot * G::KROW + t / 4] >> (2 * (t % 4))) & 3u;
+  }
+
+  // Logits of a staged int8 tile: the lane reads word gid (tokens 4 gid ..) of rows key_chan(kb, r);
+  // a register pairs byte 2x (+1) of two rows (channels key_chan(kb, 2i), key_chan(kb, 2i + 1)).
+  __device__ __forceinline__ void key_mma_int8(const unsigned char* s, int t0, float (&lc)[NM][4]) {
 #pragma unroll
-    for (int kb = 0; kb < NM; ++kb)
+    for (int kb = 0; kb < 8; ++kb) {
+      uint32_t w[4];
+      for (int r = 0; r < 4; ++r)
+        w[r] = *reinterpret_cast<const uint32_t*>(s + key_chan(kb, r) * G::KROW + 4 * gid);
 #pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        const int t = 16 * kb + 2 * tig + (r & 1) + 8 * (r >> 1);
-        const float p = sP[t][g];
-        const float2 vp = vpar[t];
-        xv[kb][r] = __fmul_rn(p, vp.x);
-        mx = fmaxf(mx, fabsf(xv[kb][r]));
-        zs = __fmaf_rn(p, vp.y, zs);
+      for (int x = 0; x < NM; ++x) {
+        const uint32_t a[4] = {
+            int8_pair(pair_bytes(w[0], w[1], 2 * x)), int8_pair(pair_bytes(w[0], w[1], 2 * x + 1)),
+            int8_pair(pair_bytes(w[2], w[3], 2 * x)), int8_pair(pair_bytes(w[2], w[3], 2 * x + 1))};
+        if (DBG)
+          for (int r = 0; r < 4; ++r)
+            for (int hi = 0; hi < 2; ++hi) {
+              const int c = key_chan(kb, hi + 2 * (r >> 1)), t = key_token(x) + (r & 1);
+              const float code = __half2float(__ushort_as_half((uint16_t)(a[r] >> (16 * hi))));
+              dbg_row(dbg_k, t0 + t)[c] = __fmul_rn(code, kscale(c));  // == KvlabRecipe::sym_dequant
+            }
+        mma16816(lc[x], a[0], a[1], a[2], a[3], kfrag[kb][0], kfrag[kb][1]);
       }
-    for (int off = 1; off < 4; off <<= 1) {
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-      zs = __fadd_rn(zs, __shfl_xor_sync(0xffffffffu, zs, off));
     }
-    ev_own = split_exponent(mx, ev_own);
-    for (int gg = 0; gg < kSG; ++gg) pz[gg] = __fadd_rn(pz[gg], __shfl_sync(0xffffffffu, zs, 4 * gg));
-    for (int i = 0; i < 2; ++i) {
-      const int en = __shfl_sync(0xffffffffu, ev_own, 4 * (2 * (tig & 1) + i));
-      const float f = ldexpf(1.0f, en - evc[i]);  // exact: the accumulator moves to the new units
-      for (int x = 0; x < 8; ++x) {
-        oacc[x][i] = __fmul_rn(oacc[x][i], f);
-        oacc[x][i + 2] = __fmul_rn(oacc[x][i + 2], f);
-      }
-      evc[i] = en;
-    }
-    uint32_t vb[NM][2];
-#pragma unroll
-    for (int kb = 0; kb < NM; ++kb) {
-      vb[kb][0] = pack2(split_half(xv[kb][0], ev_own, gid >= 4), split_half(xv[kb][1], ev_own, gid >= 4));
-      vb[kb][1] = pack2(split_half(xv[kb][2], ev_own, gid >= 4), split_half(xv[kb][3], ev_own, gid >= 4));
-    }
-    // value codes: the lane's 16 channels 16 gid .. of token rows 16 kb + 2 tig (+1, +8, +9);
-    // M-block x holds channels 16 gid + 2x (row gid) and + 1 (row gid + 8)
-    const unsigned char* sv = s + G::KBYTES;
+  }
+
+  // P V of a staged kivi tile: the lane's 16 channels 16 gid .. of token rows 16 kb + 2 tig (+1,
+  // +8, +9); M-block x holds channels 16 gid + 2x (row gid) and + 1 (row gid + 8).
+  __device__ __forceinline__ void value_mma_kivi(const unsigned char* sv, int t0,
+                                                 const uint32_t (&vb)[NM][2]) {
 #pragma unroll
     for (int kb = 0; kb < NM; ++kb) {
       const int tr = 16 * kb + 2 * tig;
@@ -364,18 +448,141 @@ struct StreamWarp {
         mma16816(oacc[x], a[0], a[1], a[2], a[3], vb[kb][0], vb[kb][1]);
       }
     }
+  }
+
+  // Value scale of channel c (int8: one per channel over every token).
+  __device__ __forceinline__ float vscale(int c) const {
+    return sparam(sq.v.scale, ((int64_t)h * kSD + c) * sq.v.f.groups, sq.v.f.half_params);
+  }
+
+  // P V of a staged int8 tile (channel rows): M-block x is channels 16x + gid (rows gid) and + 8;
+  // the lane reads 8 bytes (tokens 8 tig ..) of each, word kb for k block kb; a word's bytes 0, 2
+  // are k indices 2 tig, 2 tig + 1 and bytes 1, 3 are 2 tig + 8, + 9 (value_token).
+  __device__ __forceinline__ void value_mma_int8(const unsigned char* sv, int t0,
+                                                 const uint32_t (&vb)[NM][2]) {
+#pragma unroll
+    for (int x = 0; x < 8; ++x) {
+      const uint2 w0 = *reinterpret_cast<const uint2*>(sv + (16 * x + gid) * G::VROW + 8 * tig);
+      const uint2 w1 = *reinterpret_cast<const uint2*>(sv + (16 * x + gid + 8) * G::VROW + 8 * tig);
+#pragma unroll
+      for (int kb = 0; kb < NM; ++kb) {
+        const uint32_t u0 = kb ? w0.y : w0.x, u1 = kb ? w1.y : w1.x;
+        const uint32_t a[4] = {int8_pair(u0), int8_pair(u1), int8_pair(u0 >> 8), int8_pair(u1 >> 8)};
+        if (DBG)
+          for (int r = 0; r < 4; ++r)
+            for (int hi = 0; hi < 2; ++hi) {
+              const int c = 16 * x + gid + 8 * (r & 1), t = value_token(kb, 2 * (r >> 1) + hi);
+              const float code = __half2float(__ushort_as_half((uint16_t)(a[r] >> (16 * hi))));
+              dbg_row(dbg_v, t0 + t)[c] = __fmul_rn(code, vscale(c));
+            }
+        mma16816(oacc[x], a[0], a[1], a[2], a[3], vb[kb][0], vb[kb][1]);
+      }
+    }
+  }
+
+  // Token of the value operand's register half r (k index 2 tig + (r & 1) + 8 (r >> 1)) of k block kb.
+  __device__ __forceinline__ int value_token(int kb, int r) const {
+    return G::CH ? 8 * tig + 4 * kb + 2 * (r & 1) + (r >> 1) : 16 * kb + 2 * tig + (r & 1) + 8 * (r >> 1);
+  }
+
+  // One staged packed tile on tensor cores: logits (codes x key operand + bias) into sP, the
+  // online softmax, then P V (codes x (p * value scale) + sum p * value zero; int8: codes x p, the
+  // scale applied to the output column in add_mma).
+  __device__ __forceinline__ void mma_tile(int tile, const unsigned char* s) {
+    const int t0 = mb + tile * TT;
+    const int64_t kg = (int64_t)tile * TT / sq.k.f.G;
+    if (!G::CH && kg != kg_cur) {  // int8: one group, built before the loop (fewer live registers)
+      key_group();
+      kg_cur = kg;
+    }
+    float lc[NM][4];
+    for (int x = 0; x < NM; ++x)
+      for (int i = 0; i < 4; ++i) lc[x][i] = 0.0f;
+    if constexpr (G::CH)
+      key_mma_int8(s, t0, lc);
+    else
+      key_mma_kivi(s, t0, lc);
+      // hi + lo (columns n and n + 4 sit in lanes tig and tig ^ 2), times 2^(CX - E), plus q . zero
+#pragma unroll
+    for (int x = 0; x < NM; ++x) {
+      float v[4];
+      for (int i = 0; i < 4; ++i) v[i] = __fadd_rn(lc[x][i], __shfl_xor_sync(0xffffffffu, lc[x][i], 2));
+      if (tig < 2) {
+        const int t = key_token(x);
+        for (int i = 0; i < 4; ++i)
+          sP[t + (i >> 1)][2 * tig + (i & 1)] = __fmaf_rn(v[i], kesc[i & 1], kbias[i & 1]);
+      }
+    }
+    __syncwarp();
+    float lg[TPL][kSG];
+    for (int j = 0; j < TPL; ++j)
+      for (int g = 0; g < kSG; ++g) lg[j][g] = sP[lane * TPL + j][g];
+    __syncwarp();
+    softmax<true>(lg);
+
+    // value operand: p (kivi: p * scale) of tokens value_token(kb, r), head gid & 3, hi or lo
+    const int g = gid & 3;
+    float xv[NM][4], mx = 0.0f, zs = 0.0f;
+#pragma unroll
+    for (int kb = 0; kb < NM; ++kb)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const int t = value_token(kb, r);
+        const float p = sP[t][g];
+        if constexpr (G::CH) {
+          xv[kb][r] = p;
+        } else {
+          const float2 vp = vpar[t];
+          xv[kb][r] = __fmul_rn(p, vp.x);
+          zs = __fmaf_rn(p, vp.y, zs);
+        }
+        mx = fmaxf(mx, fabsf(xv[kb][r]));
+      }
+    for (int off = 1; off < 4; off <<= 1) {
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+      if constexpr (!G::CH) zs = __fadd_rn(zs, __shfl_xor_sync(0xffffffffu, zs, off));
+    }
+    ev_own = split_exponent(mx, ev_own);
+    if constexpr (!G::CH)
+      for (int gg = 0; gg < kSG; ++gg) pz[gg] = __fadd_rn(pz[gg], __shfl_sync(0xffffffffu, zs, 4 * gg));
+    for (int i = 0; i < 2; ++i) {
+      const int en = __shfl_sync(0xffffffffu, ev_own, 4 * (2 * (tig & 1) + i));
+      const float f = mul_pow2(1.0f, en - evc[i]);  // exact: the accumulator moves to the new units
+      for (int x = 0; x < 8; ++x) {
+        oacc[x][i] = __fmul_rn(oacc[x][i], f);
+        oacc[x][i + 2] = __fmul_rn(oacc[x][i + 2], f);
+      }
+      evc[i] = en;
+    }
+    uint32_t vb[NM][2];
+#pragma unroll
+    for (int kb = 0; kb < NM; ++kb) {
+      vb[kb][0] = pack2(split_half(xv[kb][0], ev_own, gid >= 4), split_half(xv[kb][1], ev_own, gid >= 4));
+      vb[kb][1] = pack2(split_half(xv[kb][2], ev_own, gid >= 4), split_half(xv[kb][3], ev_own, gid >= 4));
+    }
+    if constexpr (G::CH)
+      value_mma_int8(s + G::VOFF, t0, vb);
+    else
+      value_mma_kivi(s + G::VOFF, t0, vb);
     __syncwarp();
   }
 
-  // Adds the tensor-core sums to the warp's merged output mo[g][c] (hi + lo, back to fp32 units).
+  // Adds the tensor-core sums to the warp's merged output mo[g][c] (hi + lo, back to fp32 units;
+  // int8: times the channel's value scale, one FMA).
   __device__ __forceinline__ void add_mma(float* mo) const {
     for (int x = 0; x < 8; ++x) {
       float v[4];
       for (int i = 0; i < 4; ++i) v[i] = __fadd_rn(oacc[x][i], __shfl_xor_sync(0xffffffffu, oacc[x][i], 2));
       if (tig < 2)
         for (int i = 0; i < 4; ++i) {
-          float* o = mo + (2 * tig + (i & 1)) * kSD + 16 * gid + 2 * x + (i >> 1);
-          *o = __fmaf_rn(v[i], ldexpf(1.0f, 24 - evc[i & 1]), *o);
+          if constexpr (G::CH) {
+            const int c = 16 * x + gid + 8 * (i >> 1);
+            float* o = mo + (2 * tig + (i & 1)) * kSD + c;
+            if (sq.v.f.T > 0) *o = __fmaf_rn(mul_pow2(v[i], -evc[i & 1]), vscale(c), *o);
+          } else {
+            float* o = mo + (2 * tig + (i & 1)) * kSD + 16 * gid + 2 * x + (i >> 1);
+            *o = __fmaf_rn(v[i], mul_pow2(1.0f, 24 - evc[i & 1]), *o);
+          }
         }
     }
   }
@@ -418,7 +625,7 @@ struct StreamWarp {
       __syncwarp();
     }
     softmax(lg);
-    const unsigned char* sv = s + G::KBYTES;
+    const unsigned char* sv = s + G::VOFF;
     const float4* p4 = reinterpret_cast<const float4*>(sP);
 #pragma unroll 4
     for (int t = 0; t < TT; ++t) {
@@ -447,6 +654,25 @@ struct StreamWarp {
     if (KB > 0 && t >= S && t < S + Kq) {
       const PackedLayout& f = sq.k.f;
       const int64_t r = t - S, row = (int64_t)h * kSD + c;
+      if constexpr (G::CH)
+        return KvlabRecipe::sym_dequant(__ldg(sq.k.codes + row * f.row_bytes + r),
+                                        {sparam(sq.k.scale, row * f.groups + r / f.G, f.half_params), 0.0f},
+                                        8);
+      if constexpr (BO) {  // page p, token o of it: low plane row c, high plane row slot
+        const int64_t p = r / f.G, o = r % f.G, rb = packed_bytes(f.page_tokens(p), KB);
+        const int64_t i = ((int64_t)h * f.groups + p) * kSD + c;
+        uint32_t code =
+            (__ldg(sq.k.codes + h * f.slice_low() + f.page_low(p) + c * rb + o * KB / 8) >> (o * KB % 8)) &
+            ((1u << KB) - 1u);
+        const uint8_t slot = __ldg(sq.k.index + i);
+        if (slot != 0xFF)
+          code |= ((__ldg(sq.k.high + h * f.slice_high() + f.page_high(p) +
+                          slot * packed_bytes(f.page_tokens(p), 2) + o / 4) >>
+                    (2 * (o % 4))) &
+                   3u)
+                  << KB;
+        return sdequant(code, sparam(sq.k.scale, i, f.half_params), sparam(sq.k.zero, i, f.half_params));
+      }
       const uint32_t code =
           (__ldg(sq.k.codes + row * f.row_bytes + r * KB / 8) >> (r * KB % 8)) & ((1u << KB) - 1u);
       const int64_t i = row * f.groups + r / f.G;
@@ -459,6 +685,12 @@ struct StreamWarp {
     const int S = sq.S, Vq = (int)sq.v.f.T;
     if (KB > 0 && t >= S && t < S + Vq) {
       const PackedLayout& f = sq.v.f;
+      if constexpr (G::CH) {  // channel rows, like the keys
+        const int64_t r = t - S, crow = (int64_t)h * kSD + c;
+        return KvlabRecipe::sym_dequant(__ldg(sq.v.codes + crow * f.row_bytes + r),
+                                        {sparam(sq.v.scale, crow * f.groups + r / f.G, f.half_params), 0.0f},
+                                        8);
+      }
       const int64_t row = (int64_t)h * Vq + (t - S);
       const uint32_t code =
           (__ldg(sq.v.codes + row * f.row_bytes + c * KB / 8) >> (c * KB % 8)) & ((1u << KB) - 1u);
@@ -499,9 +731,11 @@ struct StreamWarp {
   }
 };
 
-template <int KB, bool DBG>
-__global__ void __launch_bounds__(kStreamWarps * 32, KB ? 4 : 1) decode_stream(AttnArgs a) {
-  using G = StreamGeo<KB>;
+template <int KB, bool DBG, bool BO = false>
+__global__ void __launch_bounds__(kStreamWarps * 32, KB == 8 ? 3
+                                                     : KB    ? 4
+                                                             : 1) decode_stream(AttnArgs a) {
+  using G = StreamGeo<KB, BO>;
   constexpr int TT = G::TT;
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ __align__(16) unsigned char sq_raw[sizeof(AttnSeq)];  // no constructor in shared memory
@@ -515,7 +749,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, KB ? 4 : 1) decode_stream(A
   }
   __syncthreads();
   unsigned char* wmem = smem + kSD * kSG * 4 + warp * G::WARP;
-  StreamWarp<KB, DBG> w(sq, a, sQ, wmem, h);
+  StreamWarp<KB, DBG, BO> w(sq, a, sQ, wmem, h);
 
   const int L = sq.L;
   const int M = stream_main_tokens(KB, L, (int)sq.k.f.T, (int)sq.v.f.T);
@@ -529,10 +763,12 @@ __global__ void __launch_bounds__(kStreamWarps * 32, KB ? 4 : 1) decode_stream(A
   int tile = tile_of(0);
   if (tile < te) w.issue(tile, w.stage(0));
   cp_async_commit();
+  if constexpr (G::CH)
+    if (tile < te) w.key_group();
   for (int k = 0; tile < te; ++k, tile = tile_of(k)) {
     if (tile_of(k + 1) < te) w.issue(tile_of(k + 1), w.stage((k + 1) & 1));
     cp_async_commit();
-    if constexpr (KB > 0) w.load_params(tile);
+    if constexpr (KB > 0 && !G::CH) w.load_params(tile);
     cp_async_wait<1>();
     __syncwarp();
     w.tile(tile, w.stage(k & 1));

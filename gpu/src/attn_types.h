@@ -78,9 +78,11 @@ const char* launch_decode(const AttnKind& kind, int D, int group, int B, const A
                           cudaStream_t s);
 
 // The streaming kernel (attn_stream.cuh): D = 128, 4 query heads per KV head, kStreamWarps
-// independent warps per block, each over its own tiles of stream_tile_tokens tokens.
+// independent warps per block, each over its own tiles of stream_tile_tokens tokens (kivi: a
+// 16-byte key row; int8: 32 tokens, two MMA blocks).
 constexpr int kStreamWarps = 4;
-KV_HD constexpr int stream_tile_tokens(int kbits) { return kbits ? 128 / kbits : 32; }
+constexpr int kStreamMaxSlots = 32;  // Kitty: boosted key channels per page the streaming kernel stages
+KV_HD constexpr int stream_tile_tokens(int kbits) { return kbits == 8 ? 32 : kbits ? 128 / kbits : 32; }
 // Consecutive tiles a warp takes in turn (packed: 128 tokens, so 32-byte key sectors; fp16: 1).
 KV_HD constexpr int stream_run_tiles(int kbits) { return kbits ? 128 / stream_tile_tokens(kbits) : 1; }
 // Tokens of a sequence in the staged tiles: [main_begin, main_begin + stream_main_tokens); the

@@ -99,8 +99,9 @@ bool stream_serves(const Method& m, const Case& c) {
   if (c.D != 128 || c.Hq != 4 * c.Hkv) return false;
   const attn::AttnKind k = decode_kind(m, c.D);
   if (k.vq) return false;
+  if (k.kbits == 8 && k.vchannel) return m.key_quantizer()->group == kWholeAxis;  // int8: group=all
   return (k.kbits == 0 && k.vbits == 0) ||
-         (!k.kboost && !k.vchannel && k.kbits == k.vbits && (k.kbits == 2 || k.kbits == 4));
+         (!k.vchannel && k.kbits == k.vbits && (k.kbits == 2 || (k.kbits == 4 && !k.kboost)));
 }
 
 }  // namespace

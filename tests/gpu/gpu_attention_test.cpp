@@ -56,6 +56,48 @@ TEST(GpuAttention, BoundCatchesAWrongOutput) {
   EXPECT_TRUE(caught) << "bound " << bound;
 }
 
+// int8 with one scale per channel runs on the streaming kernel at any length (rows of 300 bytes
+// are not 16-byte aligned); per-group scales fall back to the split kernel, with the reason.
+TEST(GpuAttention, Int8StreamsWithOneScalePerChannel) {
+  KVLAB_REQUIRE_GPU();
+  const int Hq = 4, Hkv = 1, D = 128, L = 300;
+  std::mt19937_64 rng(5);
+  std::normal_distribution<float> n(0.0f, 1.0f);
+  std::vector<float> k((size_t)Hkv * L * D), v(k.size()), q((size_t)Hq * D);
+  for (float& x : k) x = n(rng);
+  for (float& x : v) x = n(rng);
+  for (float& x : q) x = n(rng);
+  const TensorView kv{k.data(), DType::F32, {Hkv, L, D}}, vv{v.data(), DType::F32, {Hkv, L, D}};
+  const auto all = make_decode_cache(*parse_method("int8"), {kv}, {vv});
+  EXPECT_EQ(stream_refusal(*all, Hq), "");
+  EXPECT_EQ(decode_attention(*all, q, Hq).kernel, DecodeKernel::Stream);
+  const auto grouped = make_decode_cache(*parse_method("int8:group=100"), {kv}, {vv});
+  EXPECT_NE(stream_refusal(*grouped, Hq).find("group=all"), std::string::npos);
+  EXPECT_EQ(decode_attention(*grouped, q, Hq).kernel, DecodeKernel::Split);
+}
+
+// Kitty (16 or 32 boosted key channels per page) runs on the streaming kernel; a boost share
+// beyond its 32 staged slots falls back to the split kernel, with the reason.
+TEST(GpuAttention, KittyStreamsUpToThirtyTwoSlots) {
+  KVLAB_REQUIRE_GPU();
+  const int Hq = 4, Hkv = 1, D = 128, L = 700;
+  std::mt19937_64 rng(6);
+  std::normal_distribution<float> n(0.0f, 1.0f);
+  std::vector<float> k((size_t)Hkv * L * D), v(k.size()), q((size_t)Hq * D);
+  for (float& x : k) x = n(rng);
+  for (float& x : v) x = n(rng);
+  for (float& x : q) x = n(rng);
+  const TensorView kv{k.data(), DType::F32, {Hkv, L, D}}, vv{v.data(), DType::F32, {Hkv, L, D}};
+  for (const char* name : {"kitty", "kitty-pro"}) {
+    const auto c = make_decode_cache(*parse_method(name), {kv}, {vv});
+    EXPECT_EQ(stream_refusal(*c, Hq), "") << name;
+    EXPECT_EQ(decode_attention(*c, q, Hq).kernel, DecodeKernel::Stream) << name;
+  }
+  const auto wide = make_decode_cache(*parse_method("kitty:boost=0.5"), {kv}, {vv});
+  EXPECT_NE(stream_refusal(*wide, Hq).find("boosted channels"), std::string::npos);
+  EXPECT_EQ(decode_attention(*wide, q, Hq).kernel, DecodeKernel::Split);
+}
+
 TEST(GpuAttention, RefusesUnservedMethods) {
   KVLAB_REQUIRE_GPU();
   EXPECT_THROW(check_decode_method(*parse_method("fp8-e4m3"), 128), std::invalid_argument);

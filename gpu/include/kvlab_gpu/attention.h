@@ -72,9 +72,10 @@ std::unique_ptr<DecodeCache> make_decode_cache(const Method& m, const std::vecto
 std::unique_ptr<DecodeCache> make_random_decode_cache(const Method& m, int B, int Hkv, int D, int L,
                                                       uint64_t seed);
 
-// Which decode kernel: the streaming kernel (per-warp tiles staged by cp.async; fp16 and kivi
-// 2/4-bit, D 128, 4 query heads per KV head) where it serves, else the split kernel; codebook
-// caches always run the codebook kernel (Split or Stream asked for them throws).
+// Which decode kernel: the streaming kernel (per-warp tiles staged by cp.async; fp16, kivi
+// 2/4-bit, int8 group=all and kitty 2-bit with up to 32 boosted channels per page, D 128, 4 query
+// heads per KV head) where it serves, else the split kernel; codebook caches always run the
+// codebook kernel (Split or Stream asked for them throws).
 enum class DecodeKernel { Auto, Split, Stream, Codebook };
 // "auto", "split", "stream" or "codebook"; throws std::invalid_argument naming the text otherwise.
 DecodeKernel parse_decode_kernel(const std::string& s);
