@@ -133,7 +133,23 @@ template <int N>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
-constexpr int kSmemStages = 4;  // commit groups: min/max of the first rows starts while the rest load
+constexpr int kSmemStages = 4;   // commit groups: min/max of the first rows starts while the rest load
+constexpr int kMinMaxBatch = 4;  // rows loaded before the first is used: 4 LDS.128 in flight
+
+// f(row r) for r = r0, r0 + RL, ... < r1 in that order, in batches whose loads are all issued
+// before f sees the first (the unrolled loop alone reloaded one register, waiting each time).
+template <class F>
+__device__ __forceinline__ void rows_batched(const uint4* col, int r0, int r1, int RL, int CPB, F&& f) {
+  int r = r0;
+  for (; r + (kMinMaxBatch - 1) * RL < r1; r += kMinMaxBatch * RL) {
+    uint4 w[kMinMaxBatch];
+#pragma unroll
+    for (int k = 0; k < kMinMaxBatch; ++k) w[k] = col[(r + k * RL) * CPB];
+#pragma unroll
+    for (int k = 0; k < kMinMaxBatch; ++k) f(w[k]);
+  }
+  for (; r < r1; r += RL) f(col[r * CPB]);
+}
 
 // Cluster of ctas CTAs per (slice, group, channel block of DB channels). CPB = DB / V chunks of
 // 16 bytes per row, a power of two <= 8; tile = this CTA's rows x DB channels.
@@ -193,6 +209,7 @@ __global__ void __launch_bounds__(kClusterThreads, 3)
     hx[k] = __halves2half2(__ushort_as_half(0xFC00), __ushort_as_half(0xFC00));
   }
   const bool h2 = sizeof(In) == 2 && mm;
+  const uint4* col = tile + cc;
 #pragma unroll
   for (int st = 0; st < kSmemStages; ++st) {
     if (st == 0) cp_async_wait<kSmemStages - 1>();
@@ -200,18 +217,18 @@ __global__ void __launch_bounds__(kClusterThreads, 3)
     if (st == 2) cp_async_wait<kSmemStages - 3>();
     if (st == 3) cp_async_wait<0>();
     __syncthreads();  // this slice from every thread's copies (and the kmn / kmx init)
-    const int r1 = min(rows, (st + 1) * srows);
-#pragma unroll 4
-    for (int r = min(rows, st * srows) + rl; r < r1; r += RL) {  // unrolled: 4 loads in flight
-      const uint4 w = tile[r * CPB + cc];
-      if (h2) {
+    const int r0 = min(rows, st * srows) + rl, r1 = min(rows, (st + 1) * srows);
+    if (h2) {
+      rows_batched(col, r0, r1, RL, CPB, [&](const uint4& w) {
         const uint32_t u[4] = {w.x, w.y, w.z, w.w};
 #pragma unroll
         for (int k = 0; k < 4; ++k) {
           hn[k] = __hmin2(hn[k], *reinterpret_cast<const __half2*>(&u[k]));
           hx[k] = __hmax2(hx[k], *reinterpret_cast<const __half2*>(&u[k]));
         }
-      } else {
+      });
+    } else {
+      rows_batched(col, r0, r1, RL, CPB, [&](const uint4& w) {
 #pragma unroll
         for (int j = 0; j < V; ++j) {
           const float v = row_value<In>(w, j);
@@ -223,7 +240,7 @@ __global__ void __launch_bounds__(kClusterThreads, 3)
             kx[j] = max(kx[j], ord_key(v));
           }
         }
-      }
+      });
     }
   }
   if (h2) {
@@ -260,7 +277,10 @@ __global__ void __launch_bounds__(kClusterThreads, 3)
     const QP qp = make_qp(p, allow_fast);
     sqp[c] = make_float4(qp.zero, qp.scale, qp.rcp, qp.fast);
   }
-  cluster.sync();  // no CTA leaves while another reads its shared memory; sqp complete
+  // No CTA may leave while another reads its shared memory: arrive here (after this CTA's last
+  // remote read), wait at the end, so the codes step does not wait for the slowest CTA.
+  __syncthreads();  // sqp complete
+  __cluster_barrier_arrive();
   // 3. codes from shared memory: unit = V channels x RS rows (8 where whole words allow: fewer
   // registers for 3 CTAs per SM)
   constexpr int RS = BITS == 2 ? 16 : 8, NWS = RS * BITS / 32;
@@ -288,6 +308,7 @@ __global__ void __launch_bounds__(kClusterThreads, 3)
       dst += f.row_bytes;
     }
   }
+  __cluster_barrier_wait();
 }
 
 // Channels per block of the smem kernel: rows of at most 128 bytes, DB / V a power of two.
