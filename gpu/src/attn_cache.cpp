@@ -438,13 +438,19 @@ void DecodeLaunch::run(const DecodeCache::Impl& c, cudaStream_t s) const {
   cuda_check(cudaGetLastError(), "decode attention launch");
 }
 
-DecodeResult decode_attention(const DecodeCache& cache, const std::vector<float>& q, int Hq,
-                              const DecodeOptions& opt) {
-  const auto& c = cache.impl();
+// The kernel, splits and bound shapes of one decode step with `opt` (both entries below).
+static DecodeResult plan_decode(const DecodeCache& cache, int Hq, const DecodeOptions& opt) {
   DecodeResult r;
   r.kernel = pick_kernel(cache, Hq, opt.kernel);
   r.splits = opt.splits > 0 ? opt.splits : auto_splits(cache, r.kernel);
-  r.shapes = decode_shapes(c, r.kernel, r.splits, Hq / c.Hkv);
+  r.shapes = decode_shapes(cache.impl(), r.kernel, r.splits, Hq / cache.impl().Hkv);
+  return r;
+}
+
+DecodeResult decode_attention(const DecodeCache& cache, const std::vector<float>& q, int Hq,
+                              const DecodeOptions& opt) {
+  const auto& c = cache.impl();
+  DecodeResult r = plan_decode(cache, Hq, opt);
   DecodeLaunch run(c, Hq, r.splits, r.kernel == DecodeKernel::Stream);
   const int64_t rows = (int64_t)c.B * Hq;
   if ((int64_t)q.size() != rows * c.D)
@@ -477,20 +483,13 @@ DecodeResult decode_attention(const DecodeCache& cache, const std::vector<float>
   return r;
 }
 
-}  // namespace kvlab::gpu
-
-namespace kvlab::gpu {
-
 DecodeResult decode_attention_device(const DecodeCache& cache, const float* q, float* out, int Hq,
                                      const DecodeOptions& opt, void* stream) {
   if (opt.debug)
     throw std::invalid_argument("decode attention on device memory: no debug path (decode_attention has it)");
   if (!q || !out) throw std::invalid_argument("decode attention on device memory: null q or out");
   const auto& c = cache.impl();
-  DecodeResult r;
-  r.kernel = pick_kernel(cache, Hq, opt.kernel);
-  r.splits = opt.splits > 0 ? opt.splits : auto_splits(cache, r.kernel);
-  r.shapes = decode_shapes(c, r.kernel, r.splits, Hq / c.Hkv);
+  DecodeResult r = plan_decode(cache, Hq, opt);
   DecodeLaunch run(c, Hq, r.splits, r.kernel == DecodeKernel::Stream);
   run.args.q = q;  // read in place
   const auto s = static_cast<cudaStream_t>(stream);
