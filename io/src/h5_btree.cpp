@@ -137,7 +137,8 @@ bool walk(const File& f, uint64_t root, const ValuePlan& p, unsigned max_entries
         at[d] = le(k + 8 + 8 * d, 8);
         if (at[d] % p.chunk[d] != 0 || at[d] >= (uint64_t)p.dims[d]) return false;
       }
-      if (le(k + 8 + 8 * 3, 8) != 0) return false;
+      // A chunk never written has no storage: the per-chunk path names it as missing.
+      if (le(k + 8 + 8 * 3, 8) != 0 || le(k, 4) == 0 || f.undefined(child)) return false;
       const uint64_t idx =
           (at[0] / p.chunk[0] * p.grid(1) + at[1] / p.chunk[1]) * p.grid(2) + at[2] / p.chunk[2];
       if (seen[idx]) return false;
