@@ -232,6 +232,20 @@ __device__ __forceinline__ void kitty_words(const In* col, int D, const QP& qp, 
   }
 }
 
+// The same words by the recipe's own asymmetric code, for parameters the fast path does not take
+// (qp.fast == 0).
+template <class In, int BITS>
+__device__ __forceinline__ void recipe_words(const In* col, int D, const QP& qp, float levels,
+                                             uint32_t (&lw)[BITS / 2], uint32_t& hw) {
+  const GroupParams gp{qp.scale, qp.zero};
+#pragma unroll
+  for (int j = 0; j < 16; ++j) {
+    const uint32_t code = KvlabRecipe::asym_code(to_f(col[j * D]), gp, (int)levels);
+    lw[(j * BITS) / 32] |= (code & ((1u << BITS) - 1u)) << ((j * BITS) % 32);
+    hw |= (code >> BITS) << (2 * j);
+  }
+}
+
 // DT: D as a compile-time constant (0: f.D), so the strided shared-memory reads of the
 // statistics and codes take immediate offsets instead of an address add per element.
 template <class In, int BITS, bool PAIRS, int DT, bool DIRECT = false>
@@ -429,13 +443,7 @@ __global__ void __launch_bounds__(256) boost_quant_radix(const In* __restrict__ 
       if (qp.fast != 0.0f) {
         kitty_words<In, BITS>(col, D, qp, levels, lw, hw);
       } else {
-        const GroupParams gp{qp.scale, qp.zero};
-#pragma unroll
-        for (int j = 0; j < 16; ++j) {
-          const uint32_t code = KvlabRecipe::asym_code(to_f(col[j * D]), gp, (int)levels);
-          lw[(j * BITS) / 32] |= (code & ((1u << BITS) - 1u)) << ((j * BITS) % 32);
-          hw |= (code >> BITS) << (2 * j);
-        }
+        recipe_words<In, BITS>(col, D, qp, levels, lw, hw);
       }
       uint8_t* ld = lowp + (int64_t)c * nbl + tc * 2 * BITS;
       if constexpr (BITS == 2)
@@ -482,13 +490,7 @@ __global__ void __launch_bounds__(256) boost_quant_radix(const In* __restrict__ 
         hw |= ((t >> BITS) & 3u) << (2 * j);
       }
     } else {
-      const GroupParams gp{qp.scale, qp.zero};
-#pragma unroll
-      for (int j = 0; j < 16; ++j) {
-        const uint32_t code = KvlabRecipe::asym_code(to_f(col[j * D]), gp, (int)levels);
-        lw[(j * BITS) / 32] |= (code & ((1u << BITS) - 1u)) << ((j * BITS) % 32);
-        hw |= (code >> BITS) << (2 * j);
-      }
+      recipe_words<In, BITS>(col, D, qp, levels, lw, hw);
     }
     uint32_t* ld = reinterpret_cast<uint32_t*>(lst + (int64_t)c * spl) + tc * (BITS / 2);
 #pragma unroll

@@ -24,6 +24,18 @@ constexpr int kClusterCtas = 8;  // portable cluster size (fewer for groups of f
 constexpr int kClusterThreads = 256;
 constexpr int kClusterMaxD = 512;
 
+// Channel slot c's parameters from the ordered-key min and max that each of the cluster's `ctas`
+// CTAs holds in its shared memory for its range (phase 2 of both kernels).
+__device__ __forceinline__ GroupParams cluster_params(cg::cluster_group& cluster, int32_t* kmn, int32_t* kmx,
+                                                      int c, int ctas, int bits, bool sym, bool half_params) {
+  int32_t a = ord_key(INFINITY), b = ord_key(-INFINITY);
+  for (int r = 0; r < ctas; ++r) {
+    a = min(a, *cluster.map_shared_rank(&kmn[c], r));
+    b = max(b, *cluster.map_shared_rank(&kmx[c], r));
+  }
+  return params_of(key_float(a), key_float(b), bits, sym ? 1 : 0, half_params);
+}
+
 // Unit = V channels (16 bytes of a row) x 16 tokens; channel chunks fastest, so a warp reads
 // whole token rows. Range = this CTA's 16-token chunks [c_beg, c_end) of the group.
 template <class In>
@@ -87,12 +99,7 @@ __global__ void __launch_bounds__(kClusterThreads, 2)
   cluster.sync();  // every CTA's range is in its shared memory
   // 2. merge the ranges; params of every channel (rank 0 stores them).
   for (int c = threadIdx.x; c < D; c += blockDim.x) {
-    int32_t a = ord_key(INFINITY), b = ord_key(-INFINITY);
-    for (int r = 0; r < ctas; ++r) {
-      a = min(a, *cluster.map_shared_rank(&kmn[c], r));
-      b = max(b, *cluster.map_shared_rank(&kmx[c], r));
-    }
-    const GroupParams p = params_of(key_float(a), key_float(b), BITS, SYM ? 1 : 0, f.half_params);
+    const GroupParams p = cluster_params(cluster, kmn, kmx, c, ctas, BITS, SYM, f.half_params);
     if (rank == 0) write_params(q, (n * D + c) * f.groups + g, p, SYM ? 1 : 0, f.half_params);
     const QP qp = make_qp(p, allow_fast);
     sqp[c] = make_float4(qp.zero, qp.scale, qp.rcp, qp.fast);
@@ -267,12 +274,7 @@ __global__ void __launch_bounds__(kClusterThreads, 3)
   cluster.sync();  // every CTA's range is in its shared memory
   // 2. merge the ranges; params of the block's channels (rank 0 stores them)
   for (int c = threadIdx.x; c < DB; c += blockDim.x) {
-    int32_t a = ord_key(INFINITY), b = ord_key(-INFINITY);
-    for (int r = 0; r < ctas; ++r) {
-      a = min(a, *cluster.map_shared_rank(&kmn[c], r));
-      b = max(b, *cluster.map_shared_rank(&kmx[c], r));
-    }
-    const GroupParams p = params_of(key_float(a), key_float(b), BITS, SYM ? 1 : 0, f.half_params);
+    const GroupParams p = cluster_params(cluster, kmn, kmx, c, ctas, BITS, SYM, f.half_params);
     if (rank == 0) write_params(q, (n * D + cb * DB + c) * f.groups + g, p, SYM ? 1 : 0, f.half_params);
     const QP qp = make_qp(p, allow_fast);
     sqp[c] = make_float4(qp.zero, qp.scale, qp.rcp, qp.fast);
