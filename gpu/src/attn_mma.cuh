@@ -31,10 +31,13 @@ __device__ __forceinline__ uint32_t pair_bytes(uint32_t x, uint32_t y, uint32_t 
   return r;
 }
 
-// The two KB-bit codes at bit `shift` of bytes 0 and 2 of x, as an fp16 pair of subnormals.
+// The two KB-bit codes at bit `shift` of bytes 0 and 2 of x, left in place: an fp16 pair of the
+// subnormals code * 2^(shift - 24), by one LOP3 (shifting them down first took a second
+// instruction). Every operand of an MMA output row carries the same 2^shift, so the row's sum is
+// exactly 2^shift times the unshifted one; the kernel scales it back by 2^-shift (exact).
 template <int KB>
 __device__ __forceinline__ uint32_t code_pair(uint32_t x, int shift) {
-  return (x >> shift) & (((1u << KB) - 1u) * 0x00010001u);
+  return x & ((((1u << KB) - 1u) * 0x00010001u) << shift);
 }
 
 // E with max|x| * 2^E in [2^14, 2^15) (keep when max is 0: nothing to carry).

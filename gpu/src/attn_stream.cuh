@@ -199,7 +199,7 @@ struct StreamWarp {
     const int r0 = tile * TT;
     const PackedLayout &kf = sq.k.f, &vf = sq.v.f;
     const int64_t kg = r0 / kf.G;  // one key group per tile (host check: G % TT == 0 or 1 group)
-    for (int c = lane; c < kSD; c += 32) {
+    for (int c = lane; c < kSD && kg != kg_cur; c += 32) {  // key parameters: once per group
       // Kitty: parameters (head, page, channel); kivi: (head, channel, group)
       const int64_t i =
           BO ? ((int64_t)h * kf.groups + kg) * kSD + c : ((int64_t)h * kSD + c) * kf.groups + kg;
@@ -217,7 +217,8 @@ struct StreamWarp {
 
   // Online softmax over the logits s[j] of tokens lane TPL + j (-inf: no token); p -> sP. MMA
   // (a packed tile): the fp32 accumulators are still 0 there (the rest runs after every tile), so
-  // only the MMA sums are rescaled.
+  // only the MMA sums are rescaled; otherwise (the rest, fp16 tiles) only the fp32 accumulators:
+  // fold_mma has moved the MMA sums into them before the rest.
   template <bool MMA = false>
   __device__ __forceinline__ void softmax(float (&s)[TPL][kSG]) {
     for (int g = 0; g < kSG; ++g) {
@@ -239,7 +240,7 @@ struct StreamWarp {
         for (int i = 0; i < 4; ++i) acc[g][i] = __fmul_rn(acc[g][i], alpha);
       rescale[g] = alpha;
     }
-    if constexpr (KB > 0) {  // the MMA sums, in tiles and in the rest
+    if constexpr (KB > 0 && MMA) {  // the MMA sums
       const float f0 = (tig & 1) ? rescale[2] : rescale[0];
       const float f1 = (tig & 1) ? rescale[3] : rescale[1];
       for (int x = 0; x < 8; ++x) {
@@ -266,6 +267,11 @@ struct StreamWarp {
     if constexpr (G::CH) return 4 * gid + 2 * x;
     constexpr int TB = 8 / (KB < 8 ? KB : 1), H = TB / 2;
     return (2 * (gid >> 2) + x / H) * (32 / KB) + (gid & 3) * TB + 2 * (x % H);
+  }
+  // kivi tiles: code_pair leaves the codes of M-block x, row `row` (0: fragment row gid, 1: gid + 8)
+  // at this bit, so that row of the MMA's sums is 2^row_shift too large (attn_mma.cuh).
+  __host__ __device__ static constexpr int row_shift(int x, int row) {
+    return KB && !G::CH ? 2 * KB * (x % (4 / KB)) + KB * row : 0;
   }
   // Channel of the key operand's register half r of channel block kb (the MMA's k index
   // 2 tig + (r & 1) + 8 (r >> 1)); int8 permutes k so that the 4 tig lanes read 4 consecutive
@@ -351,7 +357,8 @@ struct StreamWarp {
           for (int r = 0; r < 4; ++r)
             for (int hi = 0; hi < 2; ++hi) {
               const int c = c0 + hi + 8 * (r >> 1), t = key_token(x) + (r & 1);
-              const uint32_t code = ((a[r] >> (16 * hi)) & 0xFFFFu) | (high_code(s, t0, t, c) << KB);
+              const uint32_t code =
+                  (((a[r] >> (16 * hi)) & 0xFFFFu) >> row_shift(x, r & 1)) | (high_code(s, t0, t, c) << KB);
               dbg_row(dbg_k, t0 + t)[c] = sdequant(code, kpar[c].x, kpar[c].y);
             }
         mma16816(lc[x], a[0], a[1], a[2], a[3], kfrag[kb][0], kfrag[kb][1]);
@@ -443,7 +450,8 @@ struct StreamWarp {
           for (int r = 0; r < 4; ++r)
             for (int hi = 0; hi < 2; ++hi) {
               const int c = 16 * gid + 2 * x + (r & 1), t = tr + hi + 8 * (r >> 1);
-              dbg_row(dbg_v, t0 + t)[c] = sdequant((a[r] >> (16 * hi)) & 0xFFFFu, vpar[t].x, vpar[t].y);
+              const uint32_t code = ((a[r] >> (16 * hi)) & 0xFFFFu) >> row_shift(x, r & 1);
+              dbg_row(dbg_v, t0 + t)[c] = sdequant(code, vpar[t].x, vpar[t].y);
             }
         mma16816(oacc[x], a[0], a[1], a[2], a[3], vb[kb][0], vb[kb][1]);
       }
@@ -509,8 +517,10 @@ struct StreamWarp {
       for (int i = 0; i < 4; ++i) v[i] = __fadd_rn(lc[x][i], __shfl_xor_sync(0xffffffffu, lc[x][i], 2));
       if (tig < 2) {
         const int t = key_token(x);
-        for (int i = 0; i < 4; ++i)
-          sP[t + (i >> 1)][2 * tig + (i & 1)] = __fmaf_rn(v[i], kesc[i & 1], kbias[i & 1]);
+        for (int i = 0; i < 4; ++i) {  // kivi: kesc times 2^-row_shift (a power of two: exact)
+          const float f = G::CH ? kesc[i & 1] : __fmul_rn(kesc[i & 1], 1.0f / (1 << row_shift(x, i >> 1)));
+          sP[t + (i >> 1)][2 * tig + (i & 1)] = __fmaf_rn(v[i], f, kbias[i & 1]);
+        }
       }
     }
     __syncwarp();
@@ -581,10 +591,23 @@ struct StreamWarp {
             if (sq.v.f.T > 0) *o = __fmaf_rn(mul_pow2(v[i], -evc[i & 1]), vscale(c), *o);
           } else {
             float* o = mo + (2 * tig + (i & 1)) * kSD + 16 * gid + 2 * x + (i >> 1);
-            *o = __fmaf_rn(v[i], mul_pow2(1.0f, 24 - evc[i & 1]), *o);
+            *o = __fmaf_rn(v[i], mul_pow2(1.0f, 24 - evc[i & 1] - row_shift(x, i >> 1)), *o);
           }
         }
     }
+  }
+
+  // After the last tile: the MMA sums (and sum p * zero) into the fp32 accumulators acc, through
+  // the warp's stage buffers mo (free then), so that the rest holds no MMA state (registers).
+  __device__ __forceinline__ void fold_mma(float* mo) {
+    for (int g = 0; g < kSG; ++g)
+      for (int i = 0; i < 4; ++i) mo[g * kSD + 4 * lane + i] = pz[g];  // acc is 0 here
+    __syncwarp();
+    add_mma(mo);
+    __syncwarp();
+    for (int g = 0; g < kSG; ++g)
+      for (int i = 0; i < 4; ++i) acc[g][i] = mo[g * kSD + 4 * lane + i];
+    __syncwarp();
   }
 
   // One staged fp16 tile: logits, softmax, P V.
@@ -648,60 +671,101 @@ struct StreamWarp {
     __syncwarp();
   }
 
-  // K_hat / V_hat of any token straight from global memory (the rest path).
-  __device__ __forceinline__ float khat(int t, int c) const {
-    const int S = sq.S, Kq = (int)sq.k.f.T;
-    if (KB > 0 && t >= S && t < S + Kq) {
-      const PackedLayout& f = sq.k.f;
-      const int64_t r = t - S, row = (int64_t)h * kSD + c;
-      if constexpr (G::CH)
-        return KvlabRecipe::sym_dequant(__ldg(sq.k.codes + row * f.row_bytes + r),
-                                        {sparam(sq.k.scale, row * f.groups + r / f.G, f.half_params), 0.0f},
-                                        8);
-      if constexpr (BO) {  // page p, token o of it: low plane row c, high plane row slot
-        const int64_t p = r / f.G, o = r % f.G, rb = packed_bytes(f.page_tokens(p), KB);
-        const int64_t i = ((int64_t)h * f.groups + p) * kSD + c;
-        uint32_t code =
-            (__ldg(sq.k.codes + h * f.slice_low() + f.page_low(p) + c * rb + o * KB / 8) >> (o * KB % 8)) &
-            ((1u << KB) - 1u);
-        const uint8_t slot = __ldg(sq.k.index + i);
-        if (slot != 0xFF)
-          code |= ((__ldg(sq.k.high + h * f.slice_high() + f.page_high(p) +
-                          slot * packed_bytes(f.page_tokens(p), 2) + o / 4) >>
-                    (2 * (o % 4))) &
-                   3u)
-                  << KB;
-        return sdequant(code, sparam(sq.k.scale, i, f.half_params), sparam(sq.k.zero, i, f.half_params));
-      }
-      const uint32_t code =
-          (__ldg(sq.k.codes + row * f.row_bytes + r * KB / 8) >> (r * KB % 8)) & ((1u << KB) - 1u);
-      const int64_t i = row * f.groups + r / f.G;
+  // K_hat / V_hat of packed token r (of the packed range) straight from global memory (the rest path).
+  __device__ __forceinline__ float khat_packed(int64_t r, int c) const {
+    const PackedLayout& f = sq.k.f;
+    const int64_t row = (int64_t)h * kSD + c;
+    if constexpr (G::CH)
+      return KvlabRecipe::sym_dequant(__ldg(sq.k.codes + row * f.row_bytes + r),
+                                      {sparam(sq.k.scale, row * f.groups + r / f.G, f.half_params), 0.0f}, 8);
+    if constexpr (BO) {  // page p, token o of it: low plane row c, high plane row slot
+      const int64_t p = r / f.G, o = r % f.G, rb = packed_bytes(f.page_tokens(p), KB);
+      const int64_t i = ((int64_t)h * f.groups + p) * kSD + c;
+      uint32_t code =
+          (__ldg(sq.k.codes + h * f.slice_low() + f.page_low(p) + c * rb + o * KB / 8) >> (o * KB % 8)) &
+          ((1u << KB) - 1u);
+      const uint8_t slot = __ldg(sq.k.index + i);
+      if (slot != 0xFF)
+        code |= ((__ldg(sq.k.high + h * f.slice_high() + f.page_high(p) +
+                        slot * packed_bytes(f.page_tokens(p), 2) + o / 4) >>
+                  (2 * (o % 4))) &
+                 3u)
+                << KB;
       return sdequant(code, sparam(sq.k.scale, i, f.half_params), sparam(sq.k.zero, i, f.half_params));
     }
-    const int row = t < S ? t : t - Kq;
-    return half_to_float(__ldg(sq.k_fp + ((int64_t)h * (sq.L - Kq) + row) * kSD + c));
+    const uint32_t code =
+        (__ldg(sq.k.codes + row * f.row_bytes + r * KB / 8) >> (r * KB % 8)) & ((1u << KB) - 1u);
+    const int64_t i = row * f.groups + r / f.G;
+    return sdequant(code, sparam(sq.k.scale, i, f.half_params), sparam(sq.k.zero, i, f.half_params));
   }
-  __device__ __forceinline__ float vhat(int t, int c) const {
-    const int S = sq.S, Vq = (int)sq.v.f.T;
-    if (KB > 0 && t >= S && t < S + Vq) {
-      const PackedLayout& f = sq.v.f;
-      if constexpr (G::CH) {  // channel rows, like the keys
-        const int64_t r = t - S, crow = (int64_t)h * kSD + c;
-        return KvlabRecipe::sym_dequant(__ldg(sq.v.codes + crow * f.row_bytes + r),
-                                        {sparam(sq.v.scale, crow * f.groups + r / f.G, f.half_params), 0.0f},
-                                        8);
-      }
-      const int64_t row = (int64_t)h * Vq + (t - S);
-      const uint32_t code =
-          (__ldg(sq.v.codes + row * f.row_bytes + c * KB / 8) >> (c * KB % 8)) & ((1u << KB) - 1u);
-      const int64_t i = row * f.groups + c / f.G;
-      return sdequant(code, sparam(sq.v.scale, i, f.half_params), sparam(sq.v.zero, i, f.half_params));
+  __device__ __forceinline__ float vhat_packed(int64_t r, int c) const {
+    const PackedLayout& f = sq.v.f;
+    if constexpr (G::CH) {  // channel rows, like the keys
+      const int64_t crow = (int64_t)h * kSD + c;
+      return KvlabRecipe::sym_dequant(__ldg(sq.v.codes + crow * f.row_bytes + r),
+                                      {sparam(sq.v.scale, crow * f.groups + r / f.G, f.half_params), 0.0f},
+                                      8);
     }
-    const int row = t < S ? t : t - Vq;
-    return half_to_float(__ldg(sq.v_fp + ((int64_t)h * (sq.L - Vq) + row) * kSD + c));
+    const int64_t row = (int64_t)h * f.T + r;
+    const uint32_t code =
+        (__ldg(sq.v.codes + row * f.row_bytes + c * KB / 8) >> (c * KB % 8)) & ((1u << KB) - 1u);
+    const int64_t i = row * f.groups + c / f.G;
+    return sdequant(code, sparam(sq.v.scale, i, f.half_params), sparam(sq.v.zero, i, f.half_params));
+  }
+  // fp16 row of token t of a role whose packed range is [S, S + T): the sink, then the tokens after it.
+  __device__ __forceinline__ const uint16_t* fp_row(const uint16_t* base, int t, int T) const {
+    const int row = t < sq.S ? t : t - T;
+    return base + ((int64_t)h * (sq.L - T) + row) * kSD;
   }
 
-  // 32 tokens of the rest (index i0 .. of n; before main_begin, then after the main tiles), one per lane.
+  // Logits of the lane's rest token t into lg (fp32 FMA chain over c = 0 .. 127), K_hat 8 channels
+  // at a time: the loads of a batch are independent, so they are in flight together (one load per
+  // element in a dependent loop cost a memory latency per element: ~0.1 ms per chunk).
+  template <bool PACKED>
+  __device__ __forceinline__ void rest_logits(int t, float (&lg)[kSG]) const {
+    const uint4* fp = reinterpret_cast<const uint4*>(fp_row(sq.k_fp, t, (int)sq.k.f.T));  // 16-byte rows
+#pragma unroll 1
+    for (int c0 = 0; c0 < kSD; c0 += 8) {
+      float k[8];
+      if constexpr (PACKED) {
+#pragma unroll
+        for (int i = 0; i < 8; ++i) k[i] = khat_packed(t - sq.S, c0 + i);
+      } else {
+        const uint4 w = __ldg(fp + c0 / 8);
+        const uint32_t u[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+        for (int i = 0; i < 8; ++i)
+          k[i] = half_to_float((uint16_t)(i & 1 ? u[i / 2] >> 16 : u[i / 2] & 0xFFFFu));
+      }
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        if (DBG) dbg_row(dbg_k, t)[c0 + i] = k[i];
+        const float4 q = *reinterpret_cast<const float4*>(sQ[c0 + i]);
+        lg[0] = __fmaf_rn(q.x, k[i], lg[0]);
+        lg[1] = __fmaf_rn(q.y, k[i], lg[1]);
+        lg[2] = __fmaf_rn(q.z, k[i], lg[2]);
+        lg[3] = __fmaf_rn(q.w, k[i], lg[3]);
+      }
+    }
+  }
+
+  // V_hat of the lane's channels 4 lane .. 4 lane + 3 of rest token t (warp-uniform).
+  __device__ __forceinline__ void rest_values(int t, float (&v)[4]) const {
+    const int Vq = (int)sq.v.f.T;
+    if (KB > 0 && t >= sq.S && t < sq.S + Vq) {
+#pragma unroll
+      for (int x = 0; x < 4; ++x) v[x] = vhat_packed(t - sq.S, 4 * lane + x);
+    } else {
+      const uint2 w = __ldg(reinterpret_cast<const uint2*>(fp_row(sq.v_fp, t, Vq)) + lane);
+      v[0] = half_to_float((uint16_t)(w.x & 0xFFFFu));
+      v[1] = half_to_float((uint16_t)(w.x >> 16));
+      v[2] = half_to_float((uint16_t)(w.y & 0xFFFFu));
+      v[3] = half_to_float((uint16_t)(w.y >> 16));
+    }
+  }
+
+  // 32 tokens of the rest (index i0 .. of n; before main_begin, then after the main tiles): the
+  // logits one token per lane, P V one token per step, 8 tokens' values loaded at a time.
   __device__ __forceinline__ void rest(int i0, int n, int M) {
     const int i = i0 + lane;
     const int t = i < mb ? i : i + M;
@@ -710,21 +774,34 @@ struct StreamWarp {
       for (int g = 0; g < kSG; ++g) lg[j][g] = -__builtin_huge_valf();
     if (i < n) {
       for (int g = 0; g < kSG; ++g) lg[0][g] = 0.0f;
-      for (int c = 0; c < kSD; ++c) {
-        const float k = khat(t, c);
-        if (DBG) dbg_row(dbg_k, t)[c] = k;
-        for (int g = 0; g < kSG; ++g) lg[0][g] = __fmaf_rn(sQ[c][g], k, lg[0][g]);
-      }
+      if (KB > 0 && t >= sq.S && t < sq.S + (int)sq.k.f.T)
+        rest_logits<true>(t, lg[0]);
+      else
+        rest_logits<false>(t, lg[0]);
     }
     // softmax() places token lane's probabilities at sP[lane * TPL]: keep that spacing below
     softmax(lg);
-    for (int j = 0; j < 32 && i0 + j < n; ++j) {
-      const int tj = i0 + j < mb ? i0 + j : i0 + j + M;
-      for (int x = 0; x < 4; ++x) {
-        const int c = 4 * lane + x;
-        const float v = vhat(tj, c);
-        if (DBG) dbg_row(dbg_v, tj)[c] = v;
-        for (int g = 0; g < kSG; ++g) acc[g][x] = __fmaf_rn(sP[j * TPL][g], v, acc[g][x]);
+    const int cnt = min(32, n - i0);
+    auto token = [&](int j) { return i0 + j < mb ? i0 + j : i0 + j + M; };
+#pragma unroll 1
+    for (int j0 = 0; j0 < cnt; j0 += 8) {
+      float v[8][4];
+#pragma unroll
+      for (int jj = 0; jj < 8; ++jj)
+        if (j0 + jj < cnt) rest_values(token(j0 + jj), v[jj]);
+#pragma unroll
+      for (int jj = 0; jj < 8; ++jj) {
+        const int j = j0 + jj;
+        if (j >= cnt) break;
+        if (DBG)
+          for (int x = 0; x < 4; ++x) dbg_row(dbg_v, token(j))[4 * lane + x] = v[jj][x];
+        const float4 p = *reinterpret_cast<const float4*>(sP[j * TPL]);
+        for (int x = 0; x < 4; ++x) {
+          acc[0][x] = __fmaf_rn(p.x, v[jj][x], acc[0][x]);
+          acc[1][x] = __fmaf_rn(p.y, v[jj][x], acc[1][x]);
+          acc[2][x] = __fmaf_rn(p.z, v[jj][x], acc[2][x]);
+          acc[3][x] = __fmaf_rn(p.w, v[jj][x], acc[3][x]);
+        }
       }
     }
     __syncwarp();
@@ -774,21 +851,16 @@ __global__ void __launch_bounds__(kStreamWarps * 32, KB == 8 ? 3
     w.tile(tile, w.stage(k & 1));
   }
   cp_async_wait<0>();
+  float* mo = reinterpret_cast<float*>(wmem);  // [kSG][kSD] then m[kSG], l[kSG]
+  if constexpr (KB > 0) w.fold_mma(mo);
   // the rest: chunk r of 32 tokens goes to split r % splits, warp (r / splits) % kStreamWarps
   const int nrest = L - M;
   for (int r = split + warp * a.splits; r * 32 < nrest; r += a.splits * kStreamWarps)
     w.rest(r * 32, nrest, M);
 
   // merge the warps in warp order into this split's partial (max, sum, unnormalized output)
-  float* mo = reinterpret_cast<float*>(wmem);  // [kSG][kSD] then m[kSG], l[kSG]
   for (int g = 0; g < kSG; ++g)
     for (int i = 0; i < 4; ++i) mo[g * kSD + 4 * w.lane + i] = w.acc[g][i];
-  if constexpr (KB > 0) {
-    for (int g = 0; g < kSG; ++g)
-      for (int i = 0; i < 4; ++i) mo[g * kSD + 4 * w.lane + i] = __fadd_rn(w.acc[g][i], w.pz[g]);
-    __syncwarp();
-    w.add_mma(mo);
-  }
   if (w.lane == 0)
     for (int g = 0; g < kSG; ++g) {  // constant indices keep m, l, acc in registers
       mo[kSG * kSD + g] = w.m[g];
