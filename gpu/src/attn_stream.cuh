@@ -21,6 +21,7 @@
 namespace kvlab::gpu::attn {
 
 constexpr int kSD = 128, kSG = 4;  // head dim, query heads per KV head
+constexpr int kRestTokens = 8;     // tokens of a rest chunk (four lanes per token)
 
 // Shared memory of one warp: two stages of (key tile, value tile), the tile's probabilities,
 // and (kivi) the key parameters per channel and value parameters per token as fp32. int8 (CH):
@@ -112,6 +113,7 @@ struct StreamWarp {
   uint32_t kfrag[8][2];
   uint32_t kfrag_hi[kMaxSlots / 16][2];  // Kitty: the key operand of the boosted slots' high bits
   float kesc[2], kbias[2];
+  float2 vp[KB ? TPL : 1];  // value parameters of the lane's tokens of the tile, in flight (load_params)
   int64_t kg_cur;
   // fp16 logits: the scaled q of the lane's 16 channels (8 (lane % 8) .. and 64 + 8 (lane % 8) ..)
   // in registers; read from shared memory per token they saturated the L1/shared pipe (ncu).
@@ -195,24 +197,38 @@ struct StreamWarp {
   }
 
   // Key parameters (per channel) and value parameters (per token) of a packed tile, as fp32.
-  __device__ __forceinline__ void load_params(int tile) const {
+  __device__ __forceinline__ void load_params(int tile) {
     const int r0 = tile * TT;
     const PackedLayout &kf = sq.k.f, &vf = sq.v.f;
     const int64_t kg = r0 / kf.G;  // one key group per tile (host check: G % TT == 0 or 1 group)
-    for (int c = lane; c < kSD && kg != kg_cur; c += 32) {  // key parameters: once per group
-      // Kitty: parameters (head, page, channel); kivi: (head, channel, group)
-      const int64_t i =
-          BO ? ((int64_t)h * kf.groups + kg) * kSD + c : ((int64_t)h * kSD + c) * kf.groups + kg;
-      kpar[c] = make_float2(sparam(sq.k.scale, i, kf.half_params), sparam(sq.k.zero, i, kf.half_params));
-      if constexpr (BO) {
-        const uint8_t slot = __ldg(sq.k.index + i);
-        if (slot != 0xFF) slot_ch[slot] = (uint8_t)c;
+    // every load first, then the stores: one memory latency per tile (a store after each load
+    // waited for it, up to six latencies per tile); the value parameters are stored by mma_tile
+    // after the logits, by when they have arrived
+#pragma unroll
+    for (int j = 0; j < TPL; ++j) {
+      const int64_t i = ((int64_t)h * vf.T + r0 + lane + 32 * j) * vf.groups;  // one value group per token
+      vp[j] = make_float2(sparam(sq.v.scale, i, vf.half_params), sparam(sq.v.zero, i, vf.half_params));
+    }
+    if (kg != kg_cur) {  // key parameters: once per group
+      float2 kp[kSD / 32];
+      uint8_t slot[kSD / 32];
+#pragma unroll
+      for (int j = 0; j < kSD / 32; ++j) {
+        const int c = lane + 32 * j;
+        // Kitty: parameters (head, page, channel); kivi: (head, channel, group)
+        const int64_t i =
+            BO ? ((int64_t)h * kf.groups + kg) * kSD + c : ((int64_t)h * kSD + c) * kf.groups + kg;
+        kp[j] = make_float2(sparam(sq.k.scale, i, kf.half_params), sparam(sq.k.zero, i, kf.half_params));
+        if constexpr (BO) slot[j] = __ldg(sq.k.index + i);
+      }
+#pragma unroll
+      for (int j = 0; j < kSD / 32; ++j) {
+        kpar[lane + 32 * j] = kp[j];
+        if (BO && slot[j] != 0xFF) slot_ch[slot[j]] = (uint8_t)(lane + 32 * j);
       }
     }
-    for (int t = lane; t < TT; t += 32) {
-      const int64_t i = ((int64_t)h * vf.T + r0 + t) * vf.groups;  // one value group per token
-      vpar[t] = make_float2(sparam(sq.v.scale, i, vf.half_params), sparam(sq.v.zero, i, vf.half_params));
-    }
+#pragma unroll
+    for (int j = 0; j < TPL; ++j) vpar[lane + 32 * j] = vp[j];
   }
 
   // Online softmax over the logits s[j] of tokens lane TPL + j (-inf: no token); p -> sP. MMA
@@ -542,9 +558,9 @@ struct StreamWarp {
         if constexpr (G::CH) {
           xv[kb][r] = p;
         } else {
-          const float2 vp = vpar[t];
-          xv[kb][r] = __fmul_rn(p, vp.x);
-          zs = __fmaf_rn(p, vp.y, zs);
+          const float2 par = vpar[t];
+          xv[kb][r] = __fmul_rn(p, par.x);
+          zs = __fmaf_rn(p, par.y, zs);
         }
         mx = fmaxf(mx, fabsf(xv[kb][r]));
       }
@@ -718,14 +734,14 @@ struct StreamWarp {
     return base + ((int64_t)h * (sq.L - T) + row) * kSD;
   }
 
-  // Logits of the lane's rest token t into lg (fp32 FMA chain over c = 0 .. 127), K_hat 8 channels
-  // at a time: the loads of a batch are independent, so they are in flight together (one load per
-  // element in a dependent loop cost a memory latency per element: ~0.1 ms per chunk).
+  // The partial logits of rest token t over channels c1 .. c1 + kSD / 4 into lg (an fp32 FMA
+  // chain), K_hat 8 channels at a time: the loads of a batch are in flight together (one load per
+  // element in a dependent loop cost a memory latency per element).
   template <bool PACKED>
-  __device__ __forceinline__ void rest_logits(int t, float (&lg)[kSG]) const {
+  __device__ __forceinline__ void rest_logits(int t, int c1, float (&lg)[kSG]) const {
     const uint4* fp = reinterpret_cast<const uint4*>(fp_row(sq.k_fp, t, (int)sq.k.f.T));  // 16-byte rows
 #pragma unroll 1
-    for (int c0 = 0; c0 < kSD; c0 += 8) {
+    for (int c0 = c1; c0 < c1 + kSD / 4; c0 += 8) {
       float k[8];
       if constexpr (PACKED) {
 #pragma unroll
@@ -764,44 +780,48 @@ struct StreamWarp {
     }
   }
 
-  // 32 tokens of the rest (index i0 .. of n; before main_begin, then after the main tiles): the
-  // logits one token per lane, P V one token per step, 8 tokens' values loaded at a time.
+  // kRestTokens tokens of the rest (index i0 .. of n; before main_begin, then after the main
+  // tiles): four lanes per token for the logits (a quarter of the channels each, summed by two
+  // xor shuffles), P V one token per step with every token's values loaded at once. Small chunks
+  // spread the rest over many warps: at B = 1 one warp per block carried 32 tokens x 128
+  // channels of serial loads, and the block's other warps waited for it at the merge (ncu:
+  // barrier 8.4 of 14.8 cycles per instruction).
   __device__ __forceinline__ void rest(int i0, int n, int M) {
-    const int i = i0 + lane;
+    const int i = i0 + lane / 4, quarter = lane % 4;
     const int t = i < mb ? i : i + M;
-    float lg[TPL][kSG];
+    float lg[TPL][kSG], part[kSG] = {0.0f, 0.0f, 0.0f, 0.0f};
     for (int j = 0; j < TPL; ++j)
       for (int g = 0; g < kSG; ++g) lg[j][g] = -__builtin_huge_valf();
     if (i < n) {
-      for (int g = 0; g < kSG; ++g) lg[0][g] = 0.0f;
       if (KB > 0 && t >= sq.S && t < sq.S + (int)sq.k.f.T)
-        rest_logits<true>(t, lg[0]);
+        rest_logits<true>(t, quarter * kSD / 4, part);
       else
-        rest_logits<false>(t, lg[0]);
+        rest_logits<false>(t, quarter * kSD / 4, part);
     }
-    // softmax() places token lane's probabilities at sP[lane * TPL]: keep that spacing below
+    for (int g = 0; g < kSG; ++g) {
+      part[g] = __fadd_rn(part[g], __shfl_xor_sync(0xffffffffu, part[g], 1));
+      part[g] = __fadd_rn(part[g], __shfl_xor_sync(0xffffffffu, part[g], 2));
+      if (i < n && quarter == 0) lg[0][g] = part[g];
+    }
+    // softmax() places lane's probabilities at sP[lane * TPL]: token j's is at sP[4 j * TPL]
     softmax(lg);
-    const int cnt = min(32, n - i0);
+    const int cnt = min(kRestTokens, n - i0);
     auto token = [&](int j) { return i0 + j < mb ? i0 + j : i0 + j + M; };
-#pragma unroll 1
-    for (int j0 = 0; j0 < cnt; j0 += 8) {
-      float v[8][4];
+    float v[kRestTokens][4];
 #pragma unroll
-      for (int jj = 0; jj < 8; ++jj)
-        if (j0 + jj < cnt) rest_values(token(j0 + jj), v[jj]);
+    for (int j = 0; j < kRestTokens; ++j)
+      if (j < cnt) rest_values(token(j), v[j]);
 #pragma unroll
-      for (int jj = 0; jj < 8; ++jj) {
-        const int j = j0 + jj;
-        if (j >= cnt) break;
-        if (DBG)
-          for (int x = 0; x < 4; ++x) dbg_row(dbg_v, token(j))[4 * lane + x] = v[jj][x];
-        const float4 p = *reinterpret_cast<const float4*>(sP[j * TPL]);
-        for (int x = 0; x < 4; ++x) {
-          acc[0][x] = __fmaf_rn(p.x, v[jj][x], acc[0][x]);
-          acc[1][x] = __fmaf_rn(p.y, v[jj][x], acc[1][x]);
-          acc[2][x] = __fmaf_rn(p.z, v[jj][x], acc[2][x]);
-          acc[3][x] = __fmaf_rn(p.w, v[jj][x], acc[3][x]);
-        }
+    for (int j = 0; j < kRestTokens; ++j) {
+      if (j >= cnt) break;
+      if (DBG)
+        for (int x = 0; x < 4; ++x) dbg_row(dbg_v, token(j))[4 * lane + x] = v[j][x];
+      const float4 p = *reinterpret_cast<const float4*>(sP[4 * j * TPL]);
+      for (int x = 0; x < 4; ++x) {
+        acc[0][x] = __fmaf_rn(p.x, v[j][x], acc[0][x]);
+        acc[1][x] = __fmaf_rn(p.y, v[j][x], acc[1][x]);
+        acc[2][x] = __fmaf_rn(p.z, v[j][x], acc[2][x]);
+        acc[3][x] = __fmaf_rn(p.w, v[j][x], acc[3][x]);
       }
     }
     __syncwarp();
@@ -853,10 +873,10 @@ __global__ void __launch_bounds__(kStreamWarps * 32, KB == 8 ? 3
   cp_async_wait<0>();
   float* mo = reinterpret_cast<float*>(wmem);  // [kSG][kSD] then m[kSG], l[kSG]
   if constexpr (KB > 0) w.fold_mma(mo);
-  // the rest: chunk r of 32 tokens goes to split r % splits, warp (r / splits) % kStreamWarps
+  // the rest: chunk r of kRestTokens tokens goes to split r % splits, warp (r / splits) % kStreamWarps
   const int nrest = L - M;
-  for (int r = split + warp * a.splits; r * 32 < nrest; r += a.splits * kStreamWarps)
-    w.rest(r * 32, nrest, M);
+  for (int r = split + warp * a.splits; r * kRestTokens < nrest; r += a.splits * kStreamWarps)
+    w.rest(r * kRestTokens, nrest, M);
 
   // merge the warps in warp order into this split's partial (max, sum, unnormalized output)
   for (int g = 0; g < kSG; ++g)
