@@ -82,7 +82,7 @@ double decode_error_bound(const float* q_head, const float* k_hat, const float* 
     const int R = shape.run_tiles, per = (ntiles + splits - 1) / splits;
     const int per_warp = R * (((per + R - 1) / R + W - 1) / W);  // tiles: runs of R, warps in turn
     const int rest = L - shape.main_tokens;
-    const int rescales = per_warp + (rest + 31) / 32 + W + splits;
+    const int rescales = per_warp + (rest + attn::kRestTokens - 1) / attn::kRestTokens + W + splits;
     const double n = (double)per_warp * tile_tokens + rest + tile_tokens / 32 + 5 + W + splits + rescales + 8;
     return vmax * (2 * eta / (1 - eta) + 2 * gamma(n) + (3.0 * rescales + 4 + (shape.mma ? 8 : 0)) * u);
   }

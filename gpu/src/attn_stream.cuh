@@ -21,7 +21,6 @@
 namespace kvlab::gpu::attn {
 
 constexpr int kSD = 128, kSG = 4;  // head dim, query heads per KV head
-constexpr int kRestTokens = 8;     // tokens of a rest chunk (four lanes per token)
 
 // Shared memory of one warp: two stages of (key tile, value tile), the tile's probabilities,
 // and (kivi) the key parameters per channel and value parameters per token as fp32. int8 (CH):
