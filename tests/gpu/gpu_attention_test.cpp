@@ -96,6 +96,14 @@ TEST(GpuAttention, KittyStreamsUpToThirtyTwoSlots) {
   const auto wide = make_decode_cache(*parse_method("kitty:boost=0.5"), {kv}, {vv});
   EXPECT_NE(stream_refusal(*wide, Hq).find("boosted channels"), std::string::npos);
   EXPECT_EQ(decode_attention(*wide, q, Hq).kernel, DecodeKernel::Split);
+  // attend-validate --kernel stream skips the cases the kernel refuses (it threw before)
+  AttnValidateOptions o;
+  o.small = true;
+  o.methods = {"kitty:boost=0.5"};
+  o.kernel = DecodeKernel::Stream;
+  std::vector<AttnValidationRow> rows;
+  ASSERT_NO_THROW(rows = validate_attention(o));
+  for (const auto& r : rows) EXPECT_EQ(r.kernel, "stream") << r.lengths;
 }
 
 TEST(GpuAttention, RefusesUnservedMethods) {
