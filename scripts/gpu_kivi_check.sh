@@ -11,21 +11,24 @@ set -u -o pipefail
 cd "$(dirname "$0")/.."
 FINAL=${OUT:-$PWD/kivi_out}; mkdir -p "$FINAL"
 W=$(mktemp -d)
+LOG=$FINAL/kivi.log
 PY=$(command -v /opt/torch/.venv/bin/python3 || command -v python3)
 export PATH=/usr/local/cuda/bin:$PATH PYTHONUNBUFFERED=1
 { date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nvcc --version | tail -1
-  "$PY" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"; } 2>&1 | tee "$W/kivi.log"
+  "$PY" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"; } 2>&1 | tee "$LOG"
 t0=$(date +%s)
-"$PY" scripts/kivi_check_attention.py --kivi "${KIVI_DIR:?set KIVI_DIR}" --out-dir "$W" --bench "$@" 2>&1 | tee -a "$W/kivi.log"
+# the cases first, their outputs packed at once (the timings after them may run out of time)
+"$PY" scripts/kivi_check_attention.py --kivi "${KIVI_DIR:?set KIVI_DIR}" --out-dir "$W" "$@" 2>&1 | tee -a "$LOG"
 status=${PIPESTATUS[0]}
-echo "kivi_check_attention exit $status after $(( $(date +%s) - t0 )) s" | tee -a "$W/kivi.log"
+echo "kivi_check_attention exit $status after $(( $(date +%s) - t0 )) s" | tee -a "$LOG"
+tar -C "$W" -czf "$FINAL/kivi_out.tgz" .
+"$PY" scripts/kivi_check_attention.py --kivi "$KIVI_DIR" --out-dir "$W" --bench 2>&1 | tee -a "$LOG"
 if [ -n "${KVLAB_GPU:-}" ]; then
   bin=$KVLAB_GPU
   case $bin in *.xz) xz -dc "$bin" > "$W/kvlab-gpu" && chmod +x "$W/kvlab-gpu" && bin=$W/kvlab-gpu;; esac
-  "$bin" attend-bench --method kivi-2 --batch 8 --length 32768 --reps 20 --csv "$W/bench.csv" 2>&1 | tee -a "$W/kivi.log"
-  "$PY" scripts/attend_sdpa.py "$W/bench.csv" --reps 20 2>&1 | tee -a "$W/kivi.log"
+  "$bin" attend-bench --method kivi-2 --batch 8 --length 32768 --reps 20 --csv "$W/bench.csv" 2>&1 | tee -a "$LOG"
+  "$PY" scripts/attend_sdpa.py "$W/bench.csv" --reps 20 2>&1 | tee -a "$LOG"
 fi
-cp "$W/kivi.log" "$FINAL/"
-tar -C "$W" -czf "$FINAL/kivi_out.tgz" --exclude=kvlab-gpu .
+echo "done after $(( $(date +%s) - t0 )) s" | tee -a "$LOG"
 rm -rf "$W"
 exit "$status"
