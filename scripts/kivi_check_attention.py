@@ -14,8 +14,8 @@ query head h to KV head h / (Hq / Hkv), as kvlab does).
 Writes DIR/NAME.out.npz per case ('out' (B, Hq, D) float16, for `kvlab check-attention verify
 CASE OUT --operands fp16`) and DIR/NAME.parts.npz (per sequence b: the kernel's logits
 'qk{b}' (Hq, n_k) fp16 and its 'pv{b}' (Hq, D) fp16 with the probabilities 'p{b}' (Hq, L) it
-was fed), to attribute errors. --bench times KIVI's kernels at B=8, L=32K, kivi-2.
-Usage: kivi_check_attention.py --kivi KIVI_DIR --out-dir DIR [--bench] CASE.npz ..."""
+was fed), to attribute errors. --bench 2 4 times KIVI's kernels at B=8, L=32K, kivi-2 and kivi-4.
+Usage: kivi_check_attention.py --kivi KIVI_DIR --out-dir DIR [--bench BITS...] [CASE.npz ...]"""
 import argparse
 import math
 import os
@@ -129,10 +129,10 @@ def median_ms(f, reps, flush):
     return statistics.median(times)
 
 
-def bench(ext, bmm, reps):
-    """KIVI's kernels at B=8, L=32768, 32/8 heads, D=128, kivi-2 (G = Gv = 128, residual 128):
-    kvlab's schedule packs all 32768 keys and 32640 values. Random codes and parameters."""
-    B, Hq, Hkv, D, L, G, R, bits = 8, 32, 8, 128, 32768, 128, 128, 2
+def bench(ext, bmm, reps, bits):
+    """KIVI's kernels at B=8, L=32768, 32/8 heads, D=128, kivi-2 or kivi-4 (G = Gv = 128, residual
+    128): kvlab's schedule packs all 32768 keys and 32640 values. Random codes and parameters."""
+    B, Hq, Hkv, D, L, G, R = 8, 32, 8, 128, 32768, 128, 128
     nv, f = L - R, 32 // bits
     torch.manual_seed(0)
 
@@ -176,7 +176,7 @@ def bench(ext, bmm, reps):
              lambda: bmm(G, p[..., :nv].contiguous(), vq, vs, vz, bits)),
             ("decode step as llama_kivi.py (both + softmax + fp16 rows)", kbytes + vbytes + vfull.numel() * 2, step)]
     print(f"KIVI bench: {torch.cuda.get_device_name()}, torch {torch.__version__}, B={B} L={L} Hq={Hq} Hkv={Hkv} "
-          f"D={D} kivi-2 (G=128), median of {reps} after a 256 MiB L2-evicting write; copy {copy_gbps:.0f} GB/s")
+          f"D={D} kivi-{bits} (G=128), median of {reps} after a 256 MiB L2-evicting write; copy {copy_gbps:.0f} GB/s")
     print("| what | ms | packed MB read | GB/s | of copy |\n|---|---|---|---|---|")
     for name, nbytes, f in rows:
         ms = median_ms(f, reps, flush)
@@ -190,7 +190,7 @@ def main():
     ap.add_argument("--kivi", required=True, help="KIVI source tree (jy-yuan/KIVI)")
     ap.add_argument("--out-dir", required=True)
     ap.add_argument("--build-dir", default="/tmp/kivi_gemv_build")
-    ap.add_argument("--bench", action="store_true")
+    ap.add_argument("--bench", type=int, nargs="*", choices=(2, 4), help="time kivi-BITS at B=8, L=32K (2 and 4)")
     ap.add_argument("--reps", type=int, default=20)
     a = ap.parse_args()
     os.makedirs(a.out_dir, exist_ok=True)
@@ -199,8 +199,8 @@ def main():
           f"{torch.cuda.get_device_name()}, arch {os.environ['TORCH_CUDA_ARCH_LIST']}")
     for case in a.cases:
         run_case(bmm, case, a.out_dir)
-    if a.bench:
-        bench(ext, bmm, a.reps)
+    for bits in a.bench or []:
+        bench(ext, bmm, a.reps, bits)
 
 
 if __name__ == "__main__":

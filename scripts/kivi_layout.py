@@ -9,7 +9,8 @@ of b bits, LSB first, is KIVI's row of n / (32 / b) int32 words, little-endian. 
 are channels over tokens (Hkv, D, n*b/8) -> key_states_quant_trans (1, Hkv, D, n*b/32);
 scale/zero (Hkv, D, n/G) fp16 are key_scale_trans / key_mn_trans as they are. Values: rows are
 tokens over channels (Hkv, n, D*b/8) -> value_states_quant (1, Hkv, n, D*b/32); scale/zero
-(Hkv, n, D/Gv) are value_scale / value_mn. Fields KIVI's layout cannot hold raise CaseError."""
+(Hkv, n, D/Gv) are value_scale / value_mn. Fields KIVI's layout cannot hold raise CaseError.
+Also KIVI's kernel in numpy (cuda_bmm_fA_qB_outer, its indexing), for the CPU test."""
 import numpy as np
 
 
@@ -94,3 +95,32 @@ def read_case(path):
     array(z, path, "lengths", "<i4", (B,))
     array(z, path, "sink", "<i4", (B,))
     return method, spec, q, [kivi_sequence(z, path, spec, b, Hkv, D) for b in range(B)]
+
+
+# KIVI's kernel in numpy: its indexing, for tests/eval/kivi_layout_test.py.
+def gemv_outer_dim(fA, weight, scales, zeros, bits, G, nh, nh_kv):
+    """bgemv{2,4}_kernel_outer_dim: fA (BS, 1, IC), weight (BS_kv, OC / pf, IC) int32, scales and
+    zeros (BS_kv, OC / G, IC) fp16; out[bs, oc] = sum_ic fA * (scale * code + zero), where code is
+    field oc % pf of word oc / pf, its group that of the word's first code (oc_start_idx / G), and
+    the KV slice bs / (nh / nh_kv). fp32, as the kernel (which rounds its output to fp16)."""
+    pf = 32 // bits
+    OC = zeros.shape[1] * G
+    oc = np.arange(OC)
+    code = (weight.view(np.uint32)[:, oc // pf, :] >> (bits * (oc % pf)).astype(np.uint32)[None, :, None]) & (
+        2**bits - 1)
+    g = oc // pf * pf // G
+    deq = scales[:, g, :].astype(np.float32) * code.astype(np.float32) + zeros[:, g, :].astype(np.float32)
+    kv = np.arange(fA.shape[0]) // (nh // nh_kv)
+    return np.einsum("bi,boi->bo", fA[:, 0, :].astype(np.float32), deq[kv], dtype=np.float32)[:, None, :]
+
+
+def cuda_bmm_fA_qB_outer(G, fA, qB, scales, zeros, bits):
+    """quant/matmul.py cuda_bmm_fA_qB_outer: fA (B, nh, M, K), qB (B, nh_kv, K, N / pf), scales and
+    zeros (B, nh_kv, K, N / G), transposed to the kernel's order."""
+    B, nh, M, K = fA.shape
+    nh_kv = qB.shape[1]
+    qB = qB.reshape(-1, K, qB.shape[-1]).transpose(0, 2, 1)
+    scales = scales.reshape(B * nh_kv, scales.shape[-2], scales.shape[-1]).transpose(0, 2, 1)
+    zeros = zeros.reshape(B * nh_kv, zeros.shape[-2], zeros.shape[-1]).transpose(0, 2, 1)
+    c = gemv_outer_dim(fA.reshape(-1, M, K), qB, scales, zeros, bits, G, nh, nh_kv)
+    return c.reshape(B, nh, M, -1)

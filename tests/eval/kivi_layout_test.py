@@ -6,7 +6,8 @@ layout that scripts/kivi_check_attention.py feeds KIVI's CUDA kernels, checked w
    bytes back: 0 mismatches;
 2. KIVI's kernels' indexing (quant/matmul.py cuda_bmm_fA_qB_outer's transposes and
    quant/csrc/gemv_cuda.cu bgemv{2,4}_kernel_outer_dim's word, shift and group index), emulated
-   in fp32 on the repacked tensors, attends as llama_kivi.py does and passes `verify`;
+   in fp32 on the repacked tensors (scripts/kivi_layout.py), attends as llama_kivi.py does and
+   passes `verify`;
 3. cases KIVI's layout cannot hold are refused naming file and reason.
 Usage: kivi_layout_test.py KVLAB SCRIPTS_DIR WORKDIR"""
 import os
@@ -14,6 +15,9 @@ import subprocess
 import sys
 
 import numpy as np
+
+sys.path.insert(0, sys.argv[2])  # scripts/
+import kivi_layout  # noqa: E402
 
 f32 = np.float32
 
@@ -50,34 +54,6 @@ def unpack_kvlab(codes, bits, n):
     return (b.reshape(*codes.shape[:-1], n, bits).astype(np.uint32) << np.arange(bits, dtype=np.uint32)).sum(-1)
 
 
-def gemv_outer_dim(fA, weight, scales, zeros, bits, G, nh, nh_kv):
-    """bgemv{2,4}_kernel_outer_dim: fA (BS, 1, IC), weight (BS_kv, OC / pf, IC) int32, scales and
-    zeros (BS_kv, OC / G, IC) fp16; out[bs, oc] = sum_ic fA * (scale * code + zero), where code is
-    field oc % pf of word oc / pf, its group that of the word's first code (oc_start_idx / G), and
-    the KV slice bs / (nh / nh_kv). fp32 throughout (the kernel rounds its output to fp16)."""
-    pf = 32 // bits
-    OC = zeros.shape[1] * G
-    oc = np.arange(OC)
-    code = (weight.view(np.uint32)[:, oc // pf, :] >> (bits * (oc % pf)).astype(np.uint32)[None, :, None]) & (
-        2**bits - 1)
-    g = oc // pf * pf // G
-    deq = scales[:, g, :].astype(f32) * code.astype(f32) + zeros[:, g, :].astype(f32)
-    kv = np.arange(fA.shape[0]) // (nh // nh_kv)
-    return np.einsum("bi,boi->bo", fA[:, 0, :].astype(f32), deq[kv], dtype=f32)[:, None, :]
-
-
-def cuda_bmm_fA_qB_outer(G, fA, qB, scales, zeros, bits):
-    """quant/matmul.py cuda_bmm_fA_qB_outer: fA (B, nh, M, K), qB (B, nh_kv, K, N / pf), scales and
-    zeros (B, nh_kv, K, N / G), transposed to the kernel's order."""
-    B, nh, M, K = fA.shape
-    nh_kv = qB.shape[1]
-    qB = qB.reshape(-1, K, qB.shape[-1]).transpose(0, 2, 1)
-    scales = scales.reshape(B * nh_kv, scales.shape[-2], scales.shape[-1]).transpose(0, 2, 1)
-    zeros = zeros.reshape(B * nh_kv, zeros.shape[-2], zeros.shape[-1]).transpose(0, 2, 1)
-    c = gemv_outer_dim(fA.reshape(-1, M, K), qB, scales, zeros, bits, G, nh, nh_kv)
-    return c.reshape(B, nh, M, -1)
-
-
 def repeat_kv(x, n):
     return np.repeat(x, n, axis=1)
 
@@ -90,14 +66,14 @@ def attend(q, seq, kbits, vbits):
     S, nk, nv = seq["S"], seq["k_n"], seq["v_n"]
     logits = [q @ repeat_kv(seq["k_sink"].astype(f32), rep).transpose(0, 1, 3, 2)]
     if nk:
-        logits.append(cuda_bmm_fA_qB_outer(seq["k_group"], q, seq["k_quant"], seq["k_scale"], seq["k_mn"], kbits))
+        logits.append(kivi_layout.cuda_bmm_fA_qB_outer(seq["k_group"], q, seq["k_quant"], seq["k_scale"], seq["k_mn"], kbits))
     logits.append(q @ repeat_kv(seq["k_full"].astype(f32), rep).transpose(0, 1, 3, 2))
     s = np.concatenate(logits, axis=-1) / f32(np.sqrt(D))
     p = np.exp(s - s.max(-1, keepdims=True))
     p /= p.sum(-1, keepdims=True)
     out = p[..., :S] @ repeat_kv(seq["v_sink"].astype(f32), rep)
     if nv:
-        out += cuda_bmm_fA_qB_outer(seq["v_group"], p[..., S:S + nv], seq["v_quant"], seq["v_scale"], seq["v_mn"],
+        out += kivi_layout.cuda_bmm_fA_qB_outer(seq["v_group"], p[..., S:S + nv], seq["v_quant"], seq["v_scale"], seq["v_mn"],
                                     vbits)
     return out + p[..., S + nv:] @ repeat_kv(seq["v_full"].astype(f32), rep)
 
@@ -136,9 +112,7 @@ def check_packing(z, seqs, spec):
 
 
 def main():
-    kvlab, scripts, work = sys.argv[1:4]
-    sys.path.insert(0, scripts)
-    import kivi_layout
+    kvlab, work = sys.argv[1], sys.argv[3]
     os.makedirs(work, exist_ok=True)
     for method, lengths in (("kivi-2", "300,1000,77,1"), ("kivi-4", "129,1000"), ("kivi-2-sink", "300,1000,5"),
                             ("kivi:kbits=2,vbits=4,group=32,vgroup=16", "100,517")):
