@@ -198,7 +198,10 @@ def main():
     print(f"built KIVI's extension: torch {torch.__version__}, CUDA {torch.version.cuda}, "
           f"{torch.cuda.get_device_name()}, arch {os.environ['TORCH_CUDA_ARCH_LIST']}")
     for case in a.cases:
-        run_case(bmm, case, a.out_dir)
+        try:
+            run_case(bmm, case, a.out_dir)
+        except kivi_layout.CaseError as e:
+            sys.exit(f"kivi_check_attention: {e}")
     for bits in a.bench or []:
         bench(ext, bmm, a.reps, bits)
 
