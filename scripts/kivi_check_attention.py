@@ -57,15 +57,12 @@ def repeat_kv(x, n):
     return x[:, :, None].expand(B, H, n, L, D).reshape(B, H * n, L, D)
 
 
-def gpu(a):
-    return torch.from_numpy(np.ascontiguousarray(a)).cuda()
-
-
 def kivi_attend(bmm, q, seq, kbits, vbits):
     """One sequence, as llama_kivi.py's decode branch. q (1, Hq, 1, D) fp16; returns the output
     (1, Hq, 1, D) fp16 and the kernels' parts."""
     Hq, D = q.shape[1], q.shape[3]
-    t = {k: gpu(v) for k, v in seq.items() if isinstance(v, np.ndarray)}
+    t = {k: torch.from_numpy(np.ascontiguousarray(v)).to(q.device)
+         for k, v in seq.items() if isinstance(v, np.ndarray)}
     rep = Hq // t["k_full"].shape[1]
     S, nk, nv = seq["S"], seq["k_n"], seq["v_n"]
     logits, parts = [], {}
@@ -99,12 +96,13 @@ def save_npz(path, **arrays):
     os.replace(tmp, path)
 
 
-def run_case(bmm, case, out_dir):
+def run_case(bmm, case, out_dir, device="cuda"):
+    """One case file through kivi_attend; writes NAME.out.npz and NAME.parts.npz to out_dir."""
     method, spec, q, seqs = kivi_layout.read_case(case)
     out = np.empty(q.shape, np.float16)
     parts = {}
     for b, seq in enumerate(seqs):
-        qb = gpu(q[b]).half()[None, :, None, :]
+        qb = torch.from_numpy(q[b]).to(device).half()[None, :, None, :]
         o, p = kivi_attend(bmm, qb, seq, int(spec["kbits"]), int(spec["vbits"]))
         out[b] = o[0, :, 0].cpu().numpy()
         parts.update({f"{k}{b}": v[0, :, 0].cpu().numpy() for k, v in p.items()})

@@ -25,8 +25,8 @@ def dequant(seq, role, bits):
     return seq[role + "_scale"][0][..., g].astype(np.float64) * codes + seq[role + "_mn"][0][..., g]
 
 
-def main():
-    case, parts = sys.argv[1:3]
+def worst_errors(case, parts):
+    """Prints each sequence's kernel errors; returns the worst, {'qk': .., 'pv': ..} in the units above."""
     _, spec, q, seqs = kivi_layout.read_case(case)
     z = np.load(parts)
     Hq = q.shape[1]
@@ -48,6 +48,12 @@ def main():
             err = float((np.abs(z[f"pv{b}"] - exact) / (U16 * np.abs(v).max(axis=(1, 2))[:, None])).max())
             worst["pv"] = max(worst["pv"], err)
             print(f"sequence {b}: kernel p.V, {n} packed values: max |pv - p.V_hat| = {err:.3f} u max|V_hat|")
+    return worst
+
+
+def main():
+    case, parts = sys.argv[1:3]
+    worst = worst_errors(case, parts)
     print(f"{case}: worst logit error {worst['qk']:.3f} u sum|q k|, worst p.V error {worst['pv']:.3f} u max|V_hat|")
 
 
