@@ -28,8 +28,8 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import kivi_layout  # noqa: E402
 
-# KIVI's quant/setup.py nvcc flags, less -std=c++17: torch's headers now refuse C++17
-# ('#error C++20 or later compatible compiler is required'), so the standard is torch's own.
+# KIVI's quant/setup.py nvcc flags, less -std=c++17: newer torch headers refuse C++17 (2.15:
+# '#error C++20 or later compatible compiler is required'), so the standard is torch's own.
 NVCC_FLAGS = ["-O3", "-DENABLE_BF16", "-U__CUDA_NO_HALF_OPERATORS__", "-U__CUDA_NO_HALF_CONVERSIONS__",
               "-U__CUDA_NO_BFLOAT16_OPERATORS__", "-U__CUDA_NO_BFLOAT16_CONVERSIONS__",
               "-U__CUDA_NO_BFLOAT162_OPERATORS__", "-U__CUDA_NO_BFLOAT162_CONVERSIONS__",
