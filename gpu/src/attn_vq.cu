@@ -121,9 +121,9 @@ __device__ __forceinline__ void merge_warps(const AttnArgs& a, const float (&m)[
 
 // Online softmax of one tile's logits s (one token per lane; -inf: none): p -> sP[lane], the
 // running max and sum, and the accumulators rescaled.
-template <int GQ, int C>
+template <int GQ>
 __device__ __forceinline__ void tile_softmax(const float (&s)[GQ], float (&m)[GQ], float (&l)[GQ],
-                                             float (&acc)[GQ][C], float (*sP)[GQ], int lane) {
+                                             float (&acc)[GQ][4], float (*sP)[GQ], int lane) {
   for (int g = 0; g < GQ; ++g) {
     float mx = s[g];
     for (int off = 16; off; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
@@ -135,7 +135,7 @@ __device__ __forceinline__ void tile_softmax(const float (&s)[GQ], float (&m)[GQ
     const float alpha = exp2f(__fsub_rn(m[g], m_new));
     l[g] = __fmaf_rn(l[g], alpha, sum);
     m[g] = m_new;
-    for (int x = 0; x < C; ++x) acc[g][x] = __fmul_rn(acc[g][x], alpha);
+    for (int x = 0; x < 4; ++x) acc[g][x] = __fmul_rn(acc[g][x], alpha);
   }
   __syncwarp();
 }
@@ -247,7 +247,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_vq(AttnArgs a) {
         }
       }
     }
-    tile_softmax(s, m, l, acc, sP, lane);
+    tile_softmax<GQ>(s, m, l, acc, sP, lane);
     // ---- P V: lane = channels 4 lane .. 4 lane + 3
     for (int tt = 0; tt < n; ++tt) {
       const uint32_t* row = vrows + tt * SW;
@@ -358,6 +358,27 @@ __device__ __forceinline__ int cluster_rank() {
   return (int)r;
 }
 
+// tile_softmax for decode_cq48 (4 heads, 8 channels per lane), with each lane's own running sum
+// of its tokens' probabilities (l, rescaled as the outputs are), added across the lanes once at
+// the end (lane_sums): 20 shuffles fewer per tile, and shuffles go through the L1 pipe too.
+__device__ __forceinline__ void tile_softmax_lanes(const float (&s)[4], float (&m)[4], float (&l)[4],
+                                                   float (&acc)[4][8], float (*sP)[4], int lane) {
+#pragma unroll
+  for (int g = 0; g < 4; ++g) {
+    float mx = s[g];
+    for (int off = 16; off; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+    const float m_new = fmaxf(m[g], mx);  // finite: the tile has a token
+    const float p = exp2f(__fsub_rn(s[g], m_new));
+    sP[lane][g] = p;
+    const float alpha = exp2f(__fsub_rn(m[g], m_new));
+    l[g] = __fmaf_rn(l[g], alpha, p);
+    m[g] = m_new;
+#pragma unroll
+    for (int x = 0; x < 8; ++x) acc[g][x] = __fmul_rn(acc[g][x], alpha);
+  }
+  __syncwarp();
+}
+
 template <bool DBG>
 __global__ void __launch_bounds__(kCqThreads, 1) decode_cq48(AttnArgs a) {
   extern __shared__ __align__(16) unsigned char smem[];
@@ -409,7 +430,8 @@ __global__ void __launch_bounds__(kCqThreads, 1) decode_cq48(AttnArgs a) {
   float* dbg_v = DBG ? a.dbg_v + sq.dbg + (int64_t)h * L * kD : nullptr;
   const int ntiles = (L + kVqTile - 1) / kVqTile, per = (ntiles + a.splits - 1) / a.splits;
   const int ts = split * per, te = min(ntiles, ts + per);
-  float m[4], l[4], acc[4][8];  // acc[head]: channels of group gp (0-3) and gp + 8 (4-7)
+  // m, acc[head] (channels of group gp (0-3) and gp + 8 (4-7)) per warp; l per lane (its tokens)
+  float m[4], l[4], acc[4][8];
   for (int g = 0; g < 4; ++g) {
     m[g] = -__builtin_huge_valf();
     l[g] = 0.0f;
@@ -475,14 +497,17 @@ __global__ void __launch_bounds__(kCqThreads, 1) decode_cq48(AttnArgs a) {
     // ---- exchange with the peer's warp: slot it % 2, phase (it / 2) % 2 of its mbarrier
     const int si = it & 1;
     st_async16(peer_slot + si * kCqSlotBytes + lane * 16, part, peer_bar + si * 8);
-    if (lane == 0) mbar_expect(bar + si * 8, kCqSlotBytes);
-    mbar_wait(bar + si * 8, (it >> 1) & 1);
+    if (lane == 0) {  // one lane waits: a try_wait by every lane cost a shared wavefront per lane
+      mbar_expect(bar + si * 8, kCqSlotBytes);
+      mbar_wait(bar + si * 8, (it >> 1) & 1);
+    }
+    __syncwarp();  // orders lane 0's acquire before every lane's read of the slot
     const float4 o = slot[si * kVqTile + lane];
     float s[4] = {__fadd_rn(part.x, o.x), __fadd_rn(part.y, o.y), __fadd_rn(part.z, o.z),
                   __fadd_rn(part.w, o.w)};
     if (lane >= n)
       for (int g = 0; g < 4; ++g) s[g] = -__builtin_huge_valf();
-    tile_softmax(s, m, l, acc, sP, lane);  // ends with __syncwarp: sV and sP are visible
+    tile_softmax_lanes(s, m, l, acc, sP, lane);  // ends with __syncwarp: sV and sP are visible
 
     // ---- P V: tokens 4 i + tc, i = 0..7; 4 tokens' code words per load; full tiles without the test
     auto pv = [&](auto full) {
@@ -526,14 +551,17 @@ __global__ void __launch_bounds__(kCqThreads, 1) decode_cq48(AttnArgs a) {
       pv(std::false_type{});
     __syncwarp();  // every lane is done with sV and sP before the next tile overwrites them
   }
-  // the 4 token classes' sums (the same in every lane of a group pair: fp32 addition commutes)
+  // the 32 lanes' probability sums, and the 4 token classes' outputs (the same in every lane of a
+  // group pair: fp32 addition commutes)
 #pragma unroll
-  for (int g = 0; g < 4; ++g)
+  for (int g = 0; g < 4; ++g) {
+    for (int off = 16; off; off >>= 1) l[g] = __fadd_rn(l[g], __shfl_xor_sync(0xffffffffu, l[g], off));
 #pragma unroll
     for (int c = 0; c < 8; ++c) {
       acc[g][c] = __fadd_rn(acc[g][c], __shfl_xor_sync(0xffffffffu, acc[g][c], 8));
       acc[g][c] = __fadd_rn(acc[g][c], __shfl_xor_sync(0xffffffffu, acc[g][c], 16));
     }
+  }
   float* mo = reinterpret_cast<float*>(wmem);  // [4][64] then m[4], l[4]
   if (tc == 0)
     for (int g = 0; g < 4; ++g)
