@@ -12,6 +12,7 @@
 // block of channels whose rows are 128 bytes, so a CTA needs 64 KB for a 4096-token group and
 // 3 CTAs share an SM; channel_quant_cluster (re-read from L2) stays for longer groups.
 #include <cooperative_groups.h>
+#include <cuda.h>  // CUtensorMap (types only: the encoder comes through the runtime)
 
 #include "fastq.cuh"
 
@@ -24,16 +25,17 @@ constexpr int kClusterCtas = 8;  // portable cluster size (fewer for groups of f
 constexpr int kClusterThreads = 256;
 constexpr int kClusterMaxD = 512;
 
-// Channel slot c's parameters from the ordered-key min and max that each of the cluster's `ctas`
-// CTAs holds in its shared memory for its range (phase 2 of both kernels).
-__device__ __forceinline__ GroupParams cluster_params(cg::cluster_group& cluster, int32_t* kmn, int32_t* kmx,
-                                                      int c, int ctas, int bits, bool sym, bool half_params) {
+// Channel slot c's min and max over the group from the ordered-key min and max that each of the
+// cluster's `ctas` CTAs holds in its shared memory for its range (phase 2 of both kernels).
+__device__ __forceinline__ void cluster_minmax(cg::cluster_group& cluster, int32_t* kmn, int32_t* kmx, int c,
+                                               int ctas, float& mn, float& mx) {
   int32_t a = ord_key(INFINITY), b = ord_key(-INFINITY);
   for (int r = 0; r < ctas; ++r) {
     a = min(a, *cluster.map_shared_rank(&kmn[c], r));
     b = max(b, *cluster.map_shared_rank(&kmx[c], r));
   }
-  return params_of(key_float(a), key_float(b), bits, sym ? 1 : 0, half_params);
+  mn = key_float(a);
+  mx = key_float(b);
 }
 
 // Unit = V channels (16 bytes of a row) x 16 tokens; channel chunks fastest, so a warp reads
@@ -99,7 +101,9 @@ __global__ void __launch_bounds__(kClusterThreads, 2)
   cluster.sync();  // every CTA's range is in its shared memory
   // 2. merge the ranges; params of every channel (rank 0 stores them).
   for (int c = threadIdx.x; c < D; c += blockDim.x) {
-    const GroupParams p = cluster_params(cluster, kmn, kmx, c, ctas, BITS, SYM, f.half_params);
+    float mn, mx;
+    cluster_minmax(cluster, kmn, kmx, c, ctas, mn, mx);
+    const GroupParams p = params_of(mn, mx, BITS, SYM ? 1 : 0, f.half_params);
     if (rank == 0) write_params(q, (n * D + c) * f.groups + g, p, SYM ? 1 : 0, f.half_params);
     const QP qp = make_qp(p, allow_fast);
     sqp[c] = make_float4(qp.zero, qp.scale, qp.rcp, qp.fast);
@@ -140,6 +144,31 @@ template <int N>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
+// Tensor copies (the TMA engine: one instruction per 16-row chunk; per-row cp.async.bulk would
+// cost a warp ~8 uniform instructions per row), completed on an mbarrier per stage; each
+// mbarrier here completes one phase (parity 0).
+__device__ __forceinline__ unsigned smem_addr(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void mbar_init(uint64_t* bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive_expect(uint64_t* bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void mbar_wait0(uint64_t* bar) {
+  asm volatile(
+      "{\n .reg .pred p;\n WAIT_%=:\n mbarrier.try_wait.parity.shared::cta.b64 p, [%0], 0;\n @!p bra "
+      "WAIT_%=;\n}\n" ::"r"(smem_addr(bar))
+      : "memory");
+}
+// One box of the 2-D tensor map (channels x rows of the input) at (channel c, row r).
+__device__ __forceinline__ void tma_box(void* dst, const CUtensorMap& map, int c, int r, uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
+      "[%4];\n" ::"r"(smem_addr(dst)),
+      "l"(reinterpret_cast<uint64_t>(&map)), "r"(c), "r"(r), "r"(smem_addr(bar))
+      : "memory");
+}
 constexpr int kSmemStages = 4;   // commit groups: min/max of the first rows starts while the rest load
 constexpr int kMinMaxBatch = 4;  // rows loaded before the first is used: 4 LDS.128 in flight
 
@@ -158,17 +187,48 @@ __device__ __forceinline__ void rows_batched(const uint4* col, int r0, int r1, i
   for (; r < r1; r += RL) f(col[r * CPB]);
 }
 
+// Codes of one unit (V channels x RS rows of the tile, raw) into V code rows from dst on.
+// IN_RANGE: every channel's params have fast == 2 (no clamp, no per-channel branch).
+template <class In, bool SYM, int BITS, int RS, bool IN_RANGE>
+__device__ __forceinline__ void codes_unit(const uint4 (&raw)[RS], const float4* qps, uint8_t* dst,
+                                           int64_t row_bytes) {
+  constexpr int V = 16 / (int)sizeof(In), NWS = RS * BITS / 32;
+#pragma unroll
+  for (int j = 0; j < V; ++j) {
+    const float4 pv = qps[j];
+    const QP qp{pv.x, pv.y, pv.z, pv.w};
+    float v[RS];
+#pragma unroll
+    for (int i = 0; i < RS; ++i) v[i] = row_value<In>(raw[i], j);
+    uint32_t w[NWS];
+    if (IN_RANGE || qp.fast == 2.0f)
+      pack_run_in_range<SYM, BITS, RS>(v, qp, w);
+    else
+      pack_run<SYM, BITS, RS>(v, qp, GroupParams{qp.scale, SYM ? 0.0f : qp.zero}, w);
+    if constexpr (NWS == 1)
+      *reinterpret_cast<uint32_t*>(dst) = w[0];
+    else if constexpr (NWS == 2)
+      *reinterpret_cast<uint2*>(dst) = make_uint2(w[0], w[1]);
+    else
+      *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
+    dst += row_bytes;
+  }
+}
+
 // Cluster of ctas CTAs per (slice, group, channel block of DB channels). CPB = DB / V chunks of
-// 16 bytes per row, a power of two <= 8; tile = this CTA's rows x DB channels.
+// 16 bytes per row, a power of two <= 8; tile = this CTA's rows x DB channels. bulk: the range
+// lands by tensor copies of map (one box = 16 rows x DB channels; else cp.async per 16 bytes,
+// 11 instructions each in the SASS).
 template <class In, bool SYM, int BITS>
 __global__ void __launch_bounds__(kClusterThreads, 3)
-    channel_quant_cluster_smem(const In* __restrict__ x, DevFormat f, DevQuant q, int DB, int mm,
-                               int allow_fast) {
+    channel_quant_cluster_smem(const In* __restrict__ x, const __grid_constant__ CUtensorMap map, DevFormat f,
+                               DevQuant q, int DB, int mm, int allow_fast, int bulk) {
   constexpr int V = 16 / (int)sizeof(In);
-  extern __shared__ __align__(16) uint8_t smem_raw[];
+  extern __shared__ __align__(128) uint8_t smem_raw[];
   uint4* tile = reinterpret_cast<uint4*>(smem_raw);
   __shared__ int32_t kmn[128 / sizeof(In)], kmx[128 / sizeof(In)];
   __shared__ float4 sqp[128 / sizeof(In)];
+  __shared__ __align__(8) uint64_t mbar[kSmemStages];
   cg::cluster_group cluster = cg::this_cluster();
   const int D = (int)f.D, CPB = DB / V, nblk = D / DB;
   const int rank = (int)cluster.block_rank(), ctas = (int)cluster.num_blocks();
@@ -182,9 +242,25 @@ __global__ void __launch_bounds__(kClusterThreads, 3)
   const In* src = x + (n * f.T + t0 + c_beg * 16) * D + cb * DB;
   // Thread = chunk cc of rows rl, rl + RL, ... in every step (CPB divides the block).
   const int cc = threadIdx.x % CPB, rl = threadIdx.x / CPB, RL = blockDim.x / CPB;
-  // 0. the range into shared memory, in kSmemStages row slices (one commit group each)
+  for (int c = threadIdx.x; c < DB; c += blockDim.x) {
+    kmn[c] = ord_key(INFINITY);
+    kmx[c] = ord_key(-INFINITY);
+  }
+  // 0. the range into shared memory, in kSmemStages row slices (one mbarrier or commit group each)
   const int srows = ((rows / 16 + kSmemStages - 1) / kSmemStages) * 16;
-  {
+  if (bulk) {
+    if (threadIdx.x == 0) {
+      for (int st = 0; st < kSmemStages; ++st) mbar_init(&mbar[st], 1);
+      asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+      const unsigned chunk_bytes = (unsigned)(16 * CPB * 16);
+      for (int st = 0; st < kSmemStages; ++st)
+        mbar_arrive_expect(
+            &mbar[st], (unsigned)(min(rows, (st + 1) * srows) - min(rows, st * srows)) / 16 * chunk_bytes);
+      const int r0 = (int)(n * f.T + t0) + c_beg * 16;  // the launcher keeps N * T < 2^31
+      for (int r = 0; r < rows; r += 16) tma_box(tile + r * CPB, map, cb * DB, r0 + r, &mbar[r / srows]);
+    }
+    __syncthreads();  // the barriers (and kmn / kmx) initialised before anyone waits or counts
+  } else {
     const In* sp = src + (int64_t)rl * D + cc * V;
     uint4* dp = tile + rl * CPB + cc;
     int r = rl;
@@ -194,10 +270,6 @@ __global__ void __launch_bounds__(kClusterThreads, 3)
         cp_async16(dp, sp);
       asm volatile("cp.async.commit_group;\n" ::: "memory");
     }
-  }
-  for (int c = threadIdx.x; c < DB; c += blockDim.x) {
-    kmn[c] = ord_key(INFINITY);
-    kmx[c] = ord_key(-INFINITY);
   }
   // 1. min/max as each slice lands
   float mn[V], mx[V];
@@ -219,11 +291,15 @@ __global__ void __launch_bounds__(kClusterThreads, 3)
   const uint4* col = tile + cc;
 #pragma unroll
   for (int st = 0; st < kSmemStages; ++st) {
-    if (st == 0) cp_async_wait<kSmemStages - 1>();
-    if (st == 1) cp_async_wait<kSmemStages - 2>();
-    if (st == 2) cp_async_wait<kSmemStages - 3>();
-    if (st == 3) cp_async_wait<0>();
-    __syncthreads();  // this slice from every thread's copies (and the kmn / kmx init)
+    if (bulk) {
+      mbar_wait0(&mbar[st]);  // this slice, every row
+    } else {
+      if (st == 0) cp_async_wait<kSmemStages - 1>();
+      if (st == 1) cp_async_wait<kSmemStages - 2>();
+      if (st == 2) cp_async_wait<kSmemStages - 3>();
+      if (st == 3) cp_async_wait<0>();
+      __syncthreads();  // this slice from every thread's copies (and the kmn / kmx init)
+    }
     const int r0 = min(rows, st * srows) + rl, r1 = min(rows, (st + 1) * srows);
     if (h2) {
       rows_batched(col, r0, r1, RL, CPB, [&](const uint4& w) {
@@ -274,41 +350,35 @@ __global__ void __launch_bounds__(kClusterThreads, 3)
   cluster.sync();  // every CTA's range is in its shared memory
   // 2. merge the ranges; params of the block's channels (rank 0 stores them)
   for (int c = threadIdx.x; c < DB; c += blockDim.x) {
-    const GroupParams p = cluster_params(cluster, kmn, kmx, c, ctas, BITS, SYM, f.half_params);
+    float mn, mx;
+    cluster_minmax(cluster, kmn, kmx, c, ctas, mn, mx);
+    const GroupParams p = params_of(mn, mx, BITS, SYM ? 1 : 0, f.half_params);
     if (rank == 0) write_params(q, (n * D + cb * DB + c) * f.groups + g, p, SYM ? 1 : 0, f.half_params);
     const QP qp = make_qp(p, allow_fast);
-    sqp[c] = make_float4(qp.zero, qp.scale, qp.rcp, qp.fast);
+    // fast 2: no element of the group needs the clamp (fastq.cuh, point 5)
+    const float fast = qp.fast != 0.0f && codes_in_range<SYM, BITS>(mn, mx, qp) ? 2.0f : qp.fast;
+    sqp[c] = make_float4(qp.zero, qp.scale, qp.rcp, fast);
   }
   // No CTA may leave while another reads its shared memory: arrive here (after this CTA's last
   // remote read), wait at the end, so the codes step does not wait for the slowest CTA.
   __syncthreads();  // sqp complete
   __cluster_barrier_arrive();
   // 3. codes from shared memory: unit = V channels x RS rows (8 where whole words allow: fewer
-  // registers for 3 CTAs per SM)
-  constexpr int RS = BITS == 2 ? 16 : 8, NWS = RS * BITS / 32;
+  // registers for 3 CTAs per SM); one branch per unit where all V channels need no clamp
+  constexpr int RS = BITS == 2 ? 16 : 8;
   const int c0 = cc * V;
+  bool in_range = true;
+#pragma unroll
+  for (int j = 0; j < V; ++j) in_range &= sqp[c0 + j].w == 2.0f;
   for (int tr = rl; tr < rows / RS; tr += RL) {
     uint4 raw[RS];
 #pragma unroll
     for (int i = 0; i < RS; ++i) raw[i] = tile[(tr * RS + i) * CPB + cc];
     uint8_t* dst = q.codes + (n * D + cb * DB + c0) * f.row_bytes + (t0 + c_beg * 16 + tr * RS) * BITS / 8;
-#pragma unroll
-    for (int j = 0; j < V; ++j) {
-      const float4 pv = sqp[c0 + j];
-      const QP qp{pv.x, pv.y, pv.z, pv.w};
-      float v[RS];
-#pragma unroll
-      for (int i = 0; i < RS; ++i) v[i] = row_value<In>(raw[i], j);
-      uint32_t w[NWS];
-      pack_run<SYM, BITS, RS>(v, qp, GroupParams{qp.scale, SYM ? 0.0f : qp.zero}, w);
-      if constexpr (NWS == 1)
-        *reinterpret_cast<uint32_t*>(dst) = w[0];
-      else if constexpr (NWS == 2)
-        *reinterpret_cast<uint2*>(dst) = make_uint2(w[0], w[1]);
-      else
-        *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
-      dst += f.row_bytes;
-    }
+    if (in_range)
+      codes_unit<In, SYM, BITS, RS, true>(raw, sqp + c0, dst, f.row_bytes);
+    else
+      codes_unit<In, SYM, BITS, RS, false>(raw, sqp + c0, dst, f.row_bytes);
   }
   __cluster_barrier_wait();
 }
@@ -322,13 +392,44 @@ int smem_block_channels(int64_t D) {
 }
 constexpr int64_t kClusterSmemMax = 72 * 1024;  // 3 CTAs per SM
 
-// The smem kernel where the range fits; false: not taken.
+// The input as a 2-D tensor (D channels x N * T rows) for the smem kernel's tensor copies, boxes of
+// db channels x 16 rows; false where the driver has no encoder or the shape does not fit a map
+// (the kernel then loads by cp.async).
+template <class In>
+bool input_tensor_map(CUtensorMap& m, const In* x, const DevFormat& f, int db) {
+  using Encode = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                              const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                              CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+  static const Encode encode = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult st{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &st) !=
+            cudaSuccess ||
+        st != cudaDriverEntryPointSuccess) {
+      cudaGetLastError();  // no encoder: not an error of the quantize call
+      return Encode(nullptr);
+    }
+    return reinterpret_cast<Encode>(fn);
+  }();
+  const int64_t rows = f.N * f.T;
+  if (!encode || rows >= (int64_t(1) << 31) || (reinterpret_cast<uintptr_t>(x) & 15u) != 0) return false;
+  const cuuint64_t dim[2] = {(cuuint64_t)f.D, (cuuint64_t)rows}, stride[1] = {(cuuint64_t)f.D * sizeof(In)};
+  const cuuint32_t box[2] = {(cuuint32_t)db, 16u}, estride[2] = {1u, 1u};
+  return encode(&m, sizeof(In) == 2 ? CU_TENSOR_MAP_DATA_TYPE_UINT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2,
+                const_cast<In*>(x), dim, stride, box, estride, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+// The smem kernel where the range fits: its label; nullptr: not taken.
 template <class In, bool SYM, int BITS>
-bool launch_cluster_smem(const DevFormat& f, const In* x, DevQuant q, cudaStream_t s, const KernelConfig& cfg,
-                         int ctas) {
+const char* launch_cluster_smem(const DevFormat& f, const In* x, DevQuant q, cudaStream_t s,
+                                const KernelConfig& cfg, int ctas) {
   const int db = smem_block_channels<In>(f.D);
   const int64_t per = (f.G / 16 + ctas - 1) / ctas, bytes = per * 16 * db * (int64_t)sizeof(In);
-  if (!cfg.cluster_smem || bytes > kClusterSmemMax) return false;
+  if (!cfg.cluster_smem || bytes > kClusterSmemMax) return nullptr;
+  CUtensorMap map{};
+  const bool bulk = cfg.cluster_bulk && input_tensor_map(map, x, f, db);
   auto kern = channel_quant_cluster_smem<In, SYM, BITS>;
   cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
   cudaLaunchConfig_t lc = {};
@@ -343,13 +444,13 @@ bool launch_cluster_smem(const DevFormat& f, const In* x, DevQuant q, cudaStream
   at[0].val.clusterDim.z = 1;
   lc.attrs = at;
   lc.numAttrs = 1;
-  const cudaError_t e =
-      cudaLaunchKernelEx(&lc, kern, x, f, q, db, cfg.hw_minmax ? 1 : 0, cfg.fast_div ? 1 : 0);
+  const cudaError_t e = cudaLaunchKernelEx(&lc, kern, x, map, f, q, db, cfg.hw_minmax ? 1 : 0,
+                                           cfg.fast_div ? 1 : 0, bulk ? 1 : 0);
   if (e != cudaSuccess)
     throw std::runtime_error(std::string("kvlab-gpu: launch of channel_quant_cluster_smem failed: ") +
                              cudaGetErrorString(e));
   check_launch("channel_quant_cluster_smem");
-  return true;
+  return bulk ? "cluster-tma" : "cluster-smem";
 }
 
 template <class In, bool SYM, int BITS>
@@ -357,7 +458,7 @@ const char* launch_cluster(const DevFormat& f, const In* x, DevQuant q, cudaStre
                            const KernelConfig& cfg) {
   auto kern = channel_quant_cluster<In, SYM, BITS>;
   const int ctas = (int)std::min<int64_t>(kClusterCtas, f.G / 16);
-  if (launch_cluster_smem<In, SYM, BITS>(f, x, q, s, cfg, ctas)) return "cluster-smem";
+  if (const char* label = launch_cluster_smem<In, SYM, BITS>(f, x, q, s, cfg, ctas)) return label;
   cudaLaunchConfig_t lc = {};
   lc.gridDim = dim3((unsigned)(f.N * f.groups * ctas));
   lc.blockDim = dim3(kClusterThreads);
