@@ -12,7 +12,6 @@
 // block of channels whose rows are 128 bytes, so a CTA needs 64 KB for a 4096-token group and
 // 3 CTAs share an SM; channel_quant_cluster (re-read from L2) stays for longer groups.
 #include <cooperative_groups.h>
-#include <cuda.h>  // CUtensorMap (types only: the encoder comes through the runtime)
 
 #include "fastq.cuh"
 
@@ -144,31 +143,6 @@ template <int N>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
-// Tensor copies (the TMA engine: one instruction per 16-row chunk; per-row cp.async.bulk would
-// cost a warp ~8 uniform instructions per row), completed on an mbarrier per stage; each
-// mbarrier here completes one phase (parity 0).
-__device__ __forceinline__ unsigned smem_addr(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
-__device__ __forceinline__ void mbar_init(uint64_t* bar, unsigned count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive_expect(uint64_t* bar, unsigned bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes)
-               : "memory");
-}
-__device__ __forceinline__ void mbar_wait0(uint64_t* bar) {
-  asm volatile(
-      "{\n .reg .pred p;\n WAIT_%=:\n mbarrier.try_wait.parity.shared::cta.b64 p, [%0], 0;\n @!p bra "
-      "WAIT_%=;\n}\n" ::"r"(smem_addr(bar))
-      : "memory");
-}
-// One box of the 2-D tensor map (channels x rows of the input) at (channel c, row r).
-__device__ __forceinline__ void tma_box(void* dst, const CUtensorMap& map, int c, int r, uint64_t* bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
-      "[%4];\n" ::"r"(smem_addr(dst)),
-      "l"(reinterpret_cast<uint64_t>(&map)), "r"(c), "r"(r), "r"(smem_addr(bar))
-      : "memory");
-}
 constexpr int kSmemStages = 4;   // commit groups: min/max of the first rows starts while the rest load
 constexpr int kMinMaxBatch = 4;  // rows loaded before the first is used: 4 LDS.128 in flight
 
@@ -216,19 +190,16 @@ __device__ __forceinline__ void codes_unit(const uint4 (&raw)[RS], const float4*
 }
 
 // Cluster of ctas CTAs per (slice, group, channel block of DB channels). CPB = DB / V chunks of
-// 16 bytes per row, a power of two <= 8; tile = this CTA's rows x DB channels. bulk: the range
-// lands by tensor copies of map (one box = 16 rows x DB channels; else cp.async per 16 bytes,
-// 11 instructions each in the SASS).
+// 16 bytes per row, a power of two <= 8; tile = this CTA's rows x DB channels.
 template <class In, bool SYM, int BITS>
 __global__ void __launch_bounds__(kClusterThreads, 3)
-    channel_quant_cluster_smem(const In* __restrict__ x, const __grid_constant__ CUtensorMap map, DevFormat f,
-                               DevQuant q, int DB, int mm, int allow_fast, int bulk) {
+    channel_quant_cluster_smem(const In* __restrict__ x, DevFormat f, DevQuant q, int DB, int mm,
+                               int allow_fast) {
   constexpr int V = 16 / (int)sizeof(In);
-  extern __shared__ __align__(128) uint8_t smem_raw[];
+  extern __shared__ __align__(16) uint8_t smem_raw[];
   uint4* tile = reinterpret_cast<uint4*>(smem_raw);
   __shared__ int32_t kmn[128 / sizeof(In)], kmx[128 / sizeof(In)];
   __shared__ float4 sqp[128 / sizeof(In)];
-  __shared__ __align__(8) uint64_t mbar[kSmemStages];
   cg::cluster_group cluster = cg::this_cluster();
   const int D = (int)f.D, CPB = DB / V, nblk = D / DB;
   const int rank = (int)cluster.block_rank(), ctas = (int)cluster.num_blocks();
@@ -246,21 +217,9 @@ __global__ void __launch_bounds__(kClusterThreads, 3)
     kmn[c] = ord_key(INFINITY);
     kmx[c] = ord_key(-INFINITY);
   }
-  // 0. the range into shared memory, in kSmemStages row slices (one mbarrier or commit group each)
+  // 0. the range into shared memory, in kSmemStages row slices (one commit group each)
   const int srows = ((rows / 16 + kSmemStages - 1) / kSmemStages) * 16;
-  if (bulk) {
-    if (threadIdx.x == 0) {
-      for (int st = 0; st < kSmemStages; ++st) mbar_init(&mbar[st], 1);
-      asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-      const unsigned chunk_bytes = (unsigned)(16 * CPB * 16);
-      for (int st = 0; st < kSmemStages; ++st)
-        mbar_arrive_expect(
-            &mbar[st], (unsigned)(min(rows, (st + 1) * srows) - min(rows, st * srows)) / 16 * chunk_bytes);
-      const int r0 = (int)(n * f.T + t0) + c_beg * 16;  // the launcher keeps N * T < 2^31
-      for (int r = 0; r < rows; r += 16) tma_box(tile + r * CPB, map, cb * DB, r0 + r, &mbar[r / srows]);
-    }
-    __syncthreads();  // the barriers (and kmn / kmx) initialised before anyone waits or counts
-  } else {
+  {
     const In* sp = src + (int64_t)rl * D + cc * V;
     uint4* dp = tile + rl * CPB + cc;
     int r = rl;
@@ -291,15 +250,11 @@ __global__ void __launch_bounds__(kClusterThreads, 3)
   const uint4* col = tile + cc;
 #pragma unroll
   for (int st = 0; st < kSmemStages; ++st) {
-    if (bulk) {
-      mbar_wait0(&mbar[st]);  // this slice, every row
-    } else {
-      if (st == 0) cp_async_wait<kSmemStages - 1>();
-      if (st == 1) cp_async_wait<kSmemStages - 2>();
-      if (st == 2) cp_async_wait<kSmemStages - 3>();
-      if (st == 3) cp_async_wait<0>();
-      __syncthreads();  // this slice from every thread's copies (and the kmn / kmx init)
-    }
+    if (st == 0) cp_async_wait<kSmemStages - 1>();
+    if (st == 1) cp_async_wait<kSmemStages - 2>();
+    if (st == 2) cp_async_wait<kSmemStages - 3>();
+    if (st == 3) cp_async_wait<0>();
+    __syncthreads();  // this slice from every thread's copies (and the kmn / kmx init)
     const int r0 = min(rows, st * srows) + rl, r1 = min(rows, (st + 1) * srows);
     if (h2) {
       rows_batched(col, r0, r1, RL, CPB, [&](const uint4& w) {
@@ -383,58 +338,30 @@ __global__ void __launch_bounds__(kClusterThreads, 3)
   __cluster_barrier_wait();
 }
 
-// Channels per block of the smem kernel: rows of at most 128 bytes, DB / V a power of two.
+// Channels per block of the smem kernel: rows of at most row_bytes (128 or 64), DB / V a power of two.
 template <class In>
-int smem_block_channels(int64_t D) {
-  int db = 128 / (int)sizeof(In);
+int smem_block_channels(int64_t D, int row_bytes) {
+  int db = row_bytes / (int)sizeof(In);
   while (D % db != 0) db /= 2;
   return db;
 }
 constexpr int64_t kClusterSmemMax = 72 * 1024;  // 3 CTAs per SM
 
-// The input as a 2-D tensor (D channels x N * T rows) for the smem kernel's tensor copies, boxes of
-// db channels x 16 rows; false where the driver has no encoder or the shape does not fit a map
-// (the kernel then loads by cp.async).
-template <class In>
-bool input_tensor_map(CUtensorMap& m, const In* x, const DevFormat& f, int db) {
-  using Encode = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
-                              const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
-                              CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-  static const Encode encode = [] {
-    void* fn = nullptr;
-    cudaDriverEntryPointQueryResult st{};
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &st) !=
-            cudaSuccess ||
-        st != cudaDriverEntryPointSuccess) {
-      cudaGetLastError();  // no encoder: not an error of the quantize call
-      return Encode(nullptr);
-    }
-    return reinterpret_cast<Encode>(fn);
-  }();
-  const int64_t rows = f.N * f.T;
-  if (!encode || rows >= (int64_t(1) << 31) || (reinterpret_cast<uintptr_t>(x) & 15u) != 0) return false;
-  const cuuint64_t dim[2] = {(cuuint64_t)f.D, (cuuint64_t)rows}, stride[1] = {(cuuint64_t)f.D * sizeof(In)};
-  const cuuint32_t box[2] = {(cuuint32_t)db, 16u}, estride[2] = {1u, 1u};
-  return encode(&m, sizeof(In) == 2 ? CU_TENSOR_MAP_DATA_TYPE_UINT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2,
-                const_cast<In*>(x), dim, stride, box, estride, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
-                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
-}
-
 // The smem kernel where the range fits: its label; nullptr: not taken.
 template <class In, bool SYM, int BITS>
 const char* launch_cluster_smem(const DevFormat& f, const In* x, DevQuant q, cudaStream_t s,
                                 const KernelConfig& cfg, int ctas) {
-  const int db = smem_block_channels<In>(f.D);
+  // Half-width rows: half the threads and half the shared memory per CTA, so twice the CTAs per SM.
+  const bool narrow = cfg.cluster_row_bytes == 64;
+  const int db = smem_block_channels<In>(f.D, narrow ? 64 : 128);
   const int64_t per = (f.G / 16 + ctas - 1) / ctas, bytes = per * 16 * db * (int64_t)sizeof(In);
   if (!cfg.cluster_smem || bytes > kClusterSmemMax) return nullptr;
-  CUtensorMap map{};
-  const bool bulk = cfg.cluster_bulk && input_tensor_map(map, x, f, db);
   auto kern = channel_quant_cluster_smem<In, SYM, BITS>;
   cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
+  cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
   cudaLaunchConfig_t lc = {};
   lc.gridDim = dim3((unsigned)(f.N * f.groups * (f.D / db) * ctas));
-  lc.blockDim = dim3(kClusterThreads);
+  lc.blockDim = dim3(narrow ? kClusterThreads / 2 : kClusterThreads);
   lc.dynamicSmemBytes = (size_t)bytes;
   lc.stream = s;
   cudaLaunchAttribute at[1];
@@ -444,13 +371,13 @@ const char* launch_cluster_smem(const DevFormat& f, const In* x, DevQuant q, cud
   at[0].val.clusterDim.z = 1;
   lc.attrs = at;
   lc.numAttrs = 1;
-  const cudaError_t e = cudaLaunchKernelEx(&lc, kern, x, map, f, q, db, cfg.hw_minmax ? 1 : 0,
-                                           cfg.fast_div ? 1 : 0, bulk ? 1 : 0);
+  const cudaError_t e =
+      cudaLaunchKernelEx(&lc, kern, x, f, q, db, cfg.hw_minmax ? 1 : 0, cfg.fast_div ? 1 : 0);
   if (e != cudaSuccess)
     throw std::runtime_error(std::string("kvlab-gpu: launch of channel_quant_cluster_smem failed: ") +
                              cudaGetErrorString(e));
   check_launch("channel_quant_cluster_smem");
-  return bulk ? "cluster-tma" : "cluster-smem";
+  return "cluster-smem";
 }
 
 template <class In, bool SYM, int BITS>

@@ -23,9 +23,9 @@ struct KernelConfig {
   // That cluster kernel holds each CTA's range in shared memory where it fits (64 KB for a
   // 4096-token group); false: the range is re-read from L2 (the L2 rule below).
   bool cluster_smem = true;
-  // The shared-memory cluster kernel loads its range by bulk copies (cp.async.bulk, one per row,
-  // completed on mbarriers); false: cp.async per 16 bytes (its loads before the sixth pass).
-  bool cluster_bulk = true;
+  // Bytes per row of the shared-memory cluster kernel's tile: 128 (256 threads, 3 CTAs per SM on a
+  // 4096-token group) or 64 (half the channels: 128 threads, half the shared memory, 6 CTAs per SM).
+  int cluster_row_bytes = 128;
   // CTAs per SM of the L2 cluster kernel: 0 = by its L2 rule, 1 or 2 forced (bench A/B).
   int cluster_ctas_per_sm = 0;
   // Kitty radix pages: statistics by channel pairs (one load and, for fp16, HMNMX2 per pair),
@@ -72,9 +72,9 @@ constexpr KernelConfig cluster_ctas(int n) {
   c.cluster_ctas_per_sm = n;
   return c;
 }
-constexpr KernelConfig cluster_cp_async() {
+constexpr KernelConfig cluster_narrow() {
   KernelConfig c;
-  c.cluster_bulk = false;
+  c.cluster_row_bytes = 64;
   return c;
 }
 constexpr KernelConfig boost_single() {
@@ -107,8 +107,8 @@ inline constexpr KernelVariant kKernelVariants[] = {
    "default kernels with order-key min/max: proves FMNMX/HMNMX2 give the same bytes"},
   {"two-pass",         "two-pass",    variant_configs::two_pass(),          kQuantize,               kChannel,
    "long per-channel groups in two reads (stats, then codes): the single-read cluster kernel's predecessor"},
-  {"cluster-cp-async", "cluster-cp-async", variant_configs::cluster_cp_async(), kQuantize,           kChannel,
-   "shared-memory cluster kernel loading its range by cp.async per 16 bytes (the bulk copies' predecessor)"},
+  {"cluster-narrow",   "cluster-narrow", variant_configs::cluster_narrow(),  kQuantize,               kChannel,
+   "shared-memory cluster kernel on 64-byte rows: 128 threads and half the shared memory per CTA (bench A/B)"},
   {"cluster-l2",       "cluster-l2",  variant_configs::cluster_ctas(0),     kQuantize,               kChannel,
    "single-read cluster kernel re-reading its range from L2, by its L2 rule (the shared-memory kernel's predecessor)"},
   {"cluster-1",        "cluster-1",   variant_configs::cluster_ctas(1),     kQuantize,               kChannel,
