@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on the GPU machine for the quantize kernels that missed 85% of copy (whole-axis INT8,
-# Kitty pages): time the default kernels beside their predecessors and A/B presets (cluster-narrow,
+# Kitty pages): time the default kernels beside their predecessors and A/B presets (cluster-narrow, cluster-wide,
 # cluster-l2 and two-pass; boost-staged) in one process each, validate the default on the small data plus a
 # 4096-token raw set (the bench's group and page shapes), ncu of the new kernels, and
 # compute-sanitizer memcheck + racecheck of them on the small data. Logs go to $OUT (or
@@ -33,7 +33,7 @@ G=$BIN/kvlab-gpu
 T=${STEP_TIMEOUT:-60}
 E=${BENCH_ARGS:-}
 {
-  timeout $T $G bench $E --only int8-ch --preset default --preset cluster-narrow --preset cluster-l2 --preset two-pass
+  timeout $T $G bench $E --only int8-ch --preset default --preset cluster-narrow --preset cluster-wide --preset cluster-l2 --preset two-pass
   [ -n "${OLD_GPU_BIN:-}" ] && { echo "# OLD_GPU_BIN: $OLD_GPU_BIN"; timeout $T "$OLD_GPU_BIN/kvlab-gpu" bench $E --only int8-ch --preset default; }
   [ "${ONLY:-}" = int8-ch ] || timeout $T $G bench $E --only kitty --preset default --preset boost-staged
 } > "$OUTDIR/bench.log" 2>&1 || status=1
