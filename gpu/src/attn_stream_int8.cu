@@ -20,19 +20,22 @@ namespace kvlab::gpu::attn {
 
 namespace {
 
-constexpr int kTT = 32;                        // tokens per tile (stream_tile_tokens(8))
-constexpr int kRow = kTT;                      // bytes of one channel row of a tile
-constexpr int kStage = 2 * kSD * kRow;         // key rows, then value rows
-constexpr int kWarpBytes = 2 * kStage;         // two stages
+constexpr int kTT = 32;                 // tokens per tile (stream_tile_tokens(8))
+constexpr int kRow = kTT;               // bytes of one channel row of a tile
+constexpr int kStage = 2 * kSD * kRow;  // key rows, then value rows
+constexpr int kWarpBytes = 2 * kStage;  // two stages
 constexpr int kSmem = kSD * kSG * 4 + kStreamWarps * kWarpBytes;
-constexpr int kRun = 4;                        // consecutive tiles a warp takes (stream_run_tiles(8))
-constexpr float kPScale = 16384.0f;            // p * 2^14 <= 2^14: hi and lo fit fp16
+constexpr int kRun = 1;  // consecutive tiles a warp takes (stream_run_tiles(8)): the block's 4 warps read
+                         // one 128-byte line of every row at once
+constexpr float kPScale = 16384.0f;  // p * 2^14 <= 2^14: hi and lo fit fp16
 static_assert(kTT == stream_tile_tokens(8) && kRun == stream_run_tiles(8), "attn_types.h's int8 tile");
 static_assert((kSG * kSD + 2 * kSG) * 4 <= kWarpBytes, "the warp's merge rows fit its stages");
 
 // Channel of the logits' k index 2 tig + e + 8 i of channel block kb: the 4 tig lanes read 4
 // consecutive 32-byte rows (distinct banks).
-__device__ __forceinline__ int key_channel(int kb, int tig, int r) { return 16 * kb + tig + 4 * (r & 1) + 8 * (r >> 1); }
+__device__ __forceinline__ int key_channel(int kb, int tig, int r) {
+  return 16 * kb + tig + 4 * (r & 1) + 8 * (r >> 1);
+}
 
 // fp16 hi (lo == false) or lo of y0, y1 as one register: hi = fp16(y), lo = fp16(y - hi).
 __device__ __forceinline__ uint32_t split_pair(float y0, float y1, bool lo) {
@@ -64,6 +67,14 @@ __device__ __forceinline__ uint32_t prmt(uint32_t x, uint32_t y, uint32_t sel) {
   return r;
 }
 
+// cp.async of 16 bytes asking L2 for their whole 128-byte line: a tile's row is 32 bytes, and
+// without the hint L2 fetched 64 bytes per request whose other half was evicted before the next
+// tile (DRAM read 1.59x the cache's bytes; ncu, docs/PERFORMANCE.md).
+__device__ __forceinline__ void cp_async16_line(void* smem, const void* gmem) {
+  const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+  asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
+}
+
 __device__ __forceinline__ float code_value(uint32_t pair, int hi) {
   return __half2float(__ushort_as_half((uint16_t)(pair >> (16 * hi))));
 }
@@ -74,15 +85,15 @@ struct Int8Warp {
   float *dbg_k, *dbg_v;  // copied: a reference to the kernel's parameter would put it in local memory
   unsigned char* base;   // stage i at base + i * kStage
   int h, lane, gid, tig, L;
-  bool async_ok;        // both roles' rows 16-byte aligned: full tiles by cp.async
+  bool async_ok;           // both roles' rows 16-byte aligned: full tiles by cp.async
   const uint8_t *kg, *vg;  // cp.async: this lane's first 16 bytes of its head's key / value rows
   int kstep, vstep;        // 16 rows of either role (stream_refusal: rows <= 2^24 bytes)
   uint32_t sel0, sel1;     // prmt selectors: bytes 2 (gid & 1) and + 1 of two words (key_pair)
-  uint32_t qa[8][4];    // key operand (A) of channel block kb: rows gid hi, gid + 8 lo of head gid & 3
-  float kesc;           // 2^-E of the lane's head: logits in log2 units
-  float m, l;           // the lane's head: running max, the lane's share of the sum
-  float oacc[8][4];     // P V: channels 16 mb + gid (+ 8), columns 2 tig, 2 tig + 1 (tig < 2 hi, else lo)
-  uint32_t magic;       // opaque_magic()
+  uint32_t qa[8][4];       // key operand (A) of channel block kb: rows gid hi, gid + 8 lo of head gid & 3
+  float kesc;              // 2^-E of the lane's head: logits in log2 units
+  float m, l;              // the lane's head: running max, the lane's share of the sum
+  float oacc[8][4];        // P V: channels 16 mb + gid (+ 8), columns 2 tig, 2 tig + 1 (tig < 2 hi, else lo)
+  uint32_t magic;          // opaque_magic()
 
   __device__ __forceinline__ Int8Warp(const AttnSeq& s, const AttnArgs& a, unsigned char* w, int head)
       : sq(s), dbg_k(a.dbg_k), dbg_v(a.dbg_v), base(w), h(head) {
@@ -131,8 +142,8 @@ struct Int8Warp {
       const int o = (lane >> 1) * kRow + (lane & 1) * 16;
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
-        cp_async16(s + o + 16 * i * kRow, kg + r0 + i * kstep);
-        cp_async16(s + kSD * kRow + o + 16 * i * kRow, vg + r0 + i * vstep);
+        cp_async16_line(s + o + 16 * i * kRow, kg + r0 + i * kstep);
+        cp_async16_line(s + kSD * kRow + o + 16 * i * kRow, vg + r0 + i * vstep);
       }
       return;
     }
@@ -247,7 +258,8 @@ struct Int8Warp {
 #pragma unroll
     for (int mb = 0; mb < 8; ++mb) {
       const unsigned char* sv = s + kSD * kRow + (16 * mb + gid) * kRow + 8 * tig;
-      const uint2 v0 = *reinterpret_cast<const uint2*>(sv), v1 = *reinterpret_cast<const uint2*>(sv + 8 * kRow);
+      const uint2 v0 = *reinterpret_cast<const uint2*>(sv),
+                  v1 = *reinterpret_cast<const uint2*>(sv + 8 * kRow);
 #pragma unroll
       for (int j = 0; j < 2; ++j) {
         const uint32_t w0 = j ? v0.y : v0.x, w1 = j ? v1.y : v1.x;

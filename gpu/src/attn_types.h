@@ -83,8 +83,11 @@ const char* launch_decode(const AttnKind& kind, int D, int group, int B, const A
 constexpr int kStreamWarps = 4;
 constexpr int kStreamMaxSlots = 32;  // Kitty: boosted key channels per page the streaming kernel stages
 KV_HD constexpr int stream_tile_tokens(int kbits) { return kbits == 8 ? 32 : kbits ? 128 / kbits : 32; }
-// Consecutive tiles a warp takes in turn (packed: 128 tokens, so 32-byte key sectors; fp16: 1).
-KV_HD constexpr int stream_run_tiles(int kbits) { return kbits ? 128 / stream_tile_tokens(kbits) : 1; }
+// Consecutive tiles a warp takes in turn (packed: 128 tokens, so 32-byte key sectors; fp16 and
+// int8: 1, int8's 4 warps then read 128-byte lines of its channel rows together).
+KV_HD constexpr int stream_run_tiles(int kbits) {
+  return kbits && kbits != 8 ? 128 / stream_tile_tokens(kbits) : 1;
+}
 // Tokens of a sequence in the staged tiles: [main_begin, main_begin + stream_main_tokens); the
 // rest (sink, residual, a last partial tile) go token by token. int8 (attn_stream_int8.cu):
 // every token, the last tile partial.
