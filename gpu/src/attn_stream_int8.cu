@@ -1,8 +1,10 @@
 // The streaming decode kernel of int8 caches (group=all: one symmetric scale per (KV head,
 // channel) over every token, keys and values channel-major; docs/FORMATS.md 9.2, 9.3). Like the
 // shared streaming kernel (attn_stream.cuh), each of a block's warps walks its own 32-token
-// tiles, staged by cp.async one tile ahead, with its own online softmax; unlike it, a tile never
-// leaves registers between the two products, so its chain has no shared-memory round trip:
+// tiles (the 4 warps in turn, so they read 128-byte lines of every row together), staged by
+// cp.async, with its own online softmax; unlike it, a tile never leaves registers between the two
+// products (no shared-memory round trip), and two tiles are in flight per warp (tile k + 1's
+// logits beside tile k's softmax and P V; three stages, 2 blocks/SM):
 //  - logits S = Q K^T with the key operand as the MMA's A: rows gid hold q * scale of head
 //    gid & 3 as fp16 hi, rows gid + 8 its lo, so each lane gets the hi and lo sums of one head's
 //    logits (8 tokens per tile) and adds them itself;
@@ -23,7 +25,8 @@ namespace {
 constexpr int kTT = 32;                 // tokens per tile (stream_tile_tokens(8))
 constexpr int kRow = kTT;               // bytes of one channel row of a tile
 constexpr int kStage = 2 * kSD * kRow;  // key rows, then value rows
-constexpr int kWarpBytes = 2 * kStage;  // two stages
+constexpr int kStages = 3;  // tile k's values, tile k + 1's keys (logits in flight), tile k + 2 loading
+constexpr int kWarpBytes = kStages * kStage;
 constexpr int kSmem = kSD * kSG * 4 + kStreamWarps * kWarpBytes;
 constexpr int kRun = 1;  // consecutive tiles a warp takes (stream_run_tiles(8)): the block's 4 warps read
                          // one 128-byte line of every row at once
@@ -180,13 +183,13 @@ struct Int8Warp {
     kesc = mul_pow2(1.0f, -E);
   }
 
-  // One staged tile (tokens t0 .. t0 + 31, n of them valid). Token of logit block x, column
+  // A staged tile (tokens t0 .. t0 + 31, n of them valid). Token of logit block x, column
   // n: tok(x, n) = 8 (n >> 1) + 2 (n & 1) + (x & 1) + 4 (x >> 1) (lane gid reads 8-byte chunk
   // gid >> 1 of its key rows). P V k block j takes blocks 2j (k indices 2 tig, + 1) and 2j + 1
   // (2 tig + 8, + 9), i.e. tokens 8 tig + 4j + {0, 2} and + {1, 3}: bytes 0, 2 and 1, 3 of word
   // j of the lane's 8 bytes of each value row, so a value pair needs no prmt.
-  __device__ __forceinline__ void tile(int t0, int n, const unsigned char* s) {
-    float lc[4][4];
+  // Logits of the staged tile at s into lc (n = 0: no tile, nothing written by the debug path).
+  __device__ __forceinline__ void logits(const unsigned char* s, int t0, int n, float (&lc)[4][4]) const {
 #pragma unroll
     for (int x = 0; x < 4; ++x)
 #pragma unroll
@@ -211,6 +214,10 @@ struct Int8Warp {
         mma16816(lc[x], qa[kb][0], qa[kb][1], qa[kb][2], qa[kb][3], b0, b1);
       }
     }
+  }
+
+  // Softmax and P V of the staged tile at s whose logits are lc.
+  __device__ __forceinline__ void consume(const float (&lc)[4][4], int t0, int n, const unsigned char* s) {
     // the lane's logits (raw units): sc[x][e] of token tok(x, 2 tig + e), hi row + lo row
     float sc[4][2], mx = -__builtin_huge_valf();
 #pragma unroll
@@ -298,7 +305,7 @@ struct Int8Warp {
 };
 
 template <bool DBG>
-__global__ void __launch_bounds__(kStreamWarps * 32, 3) decode_stream_int8(AttnArgs a) {
+__global__ void __launch_bounds__(kStreamWarps * 32, 2) decode_stream_int8(AttnArgs a) {
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ __align__(16) unsigned char sq_raw[sizeof(AttnSeq)];  // no constructor in shared memory
   const AttnSeq& sq = *reinterpret_cast<const AttnSeq*>(sq_raw);
@@ -317,16 +324,34 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 3) decode_stream_int8(AttnA
   const int ntiles = (sq.L + kTT - 1) / kTT, per = (ntiles + a.splits - 1) / a.splits;
   const int ts = split * per, te = min(ntiles, ts + per);
   auto tile_of = [&](int k) { return ts + (k / kRun) * (kRun * kStreamWarps) + warp * kRun + k % kRun; };
+  // two tiles in flight: tile k + 1's logits are issued beside tile k's softmax and P V
+  auto count = [&](int t) { return t < te ? min(kTT, sq.L - t * kTT) : 0; };
   int tile = tile_of(0);
-  if (tile < te) w.issue(tile, w.stage(0));
-  cp_async_commit();
-  if (tile < te) w.key_operand(sQ);
-  for (int k = 0; tile < te; ++k, tile = tile_of(k)) {
-    if (tile_of(k + 1) < te) w.issue(tile_of(k + 1), w.stage((k + 1) & 1));
+  for (int i = 0; i < 2; ++i) {
+    if (tile_of(i) < te) w.issue(tile_of(i), w.stage(i));
+    cp_async_commit();
+  }
+  float lc[4][4];
+  if (tile < te) {
+    w.key_operand(sQ);
+    cp_async_wait<1>();
+    __syncwarp();
+    w.logits(w.stage(0), tile * kTT, count(tile), lc);
+  }
+  for (int k = 0; tile < te; ++k) {
+    const int next = tile_of(k + 1);
+    if (tile_of(k + 2) < te) w.issue(tile_of(k + 2), w.stage((k + 2) % kStages));
     cp_async_commit();
     cp_async_wait<1>();
     __syncwarp();
-    w.tile(tile * kTT, min(kTT, sq.L - tile * kTT), w.stage(k & 1));
+    float ln[4][4];  // past the last tile: a stale stage's logits, never used
+    w.logits(w.stage((k + 1) % kStages), next * kTT, count(next), ln);
+    w.consume(lc, tile * kTT, count(tile), w.stage(k % kStages));
+#pragma unroll
+    for (int x = 0; x < 4; ++x)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) lc[x][i] = ln[x][i];
+    tile = next;
   }
   cp_async_wait<0>();
   __syncwarp();
