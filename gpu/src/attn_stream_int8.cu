@@ -25,6 +25,7 @@ namespace {
 constexpr int kTT = 32;                 // tokens per tile (stream_tile_tokens(8))
 constexpr int kRow = kTT;               // bytes of one channel row of a tile
 constexpr int kStage = 2 * kSD * kRow;  // key rows, then value rows
+constexpr int kSync = 4;                // tiles between the block's barriers
 constexpr int kStages = 3;  // tile k's values, tile k + 1's keys (logits in flight), tile k + 2 loading
 constexpr int kWarpBytes = kStages * kStage;
 constexpr int kSmem = kSD * kSG * 4 + kStreamWarps * kWarpBytes;
@@ -324,8 +325,11 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2) decode_stream_int8(AttnA
   const int ntiles = (sq.L + kTT - 1) / kTT, per = (ntiles + a.splits - 1) / a.splits;
   const int ts = split * per, te = min(ntiles, ts + per);
   auto tile_of = [&](int k) { return ts + (k / kRun) * (kRun * kStreamWarps) + warp * kRun + k % kRun; };
-  // two tiles in flight: tile k + 1's logits are issued beside tile k's softmax and P V
+  // two tiles in flight: tile k + 1's logits are issued beside tile k's softmax and P V. Every
+  // warp runs the block's trip count (its last tile may lie past te) so that a barrier every
+  // kSync tiles keeps the 4 warps on the same 128-byte lines over long ranges.
   auto count = [&](int t) { return t < te ? min(kTT, sq.L - t * kTT) : 0; };
+  const int trips = te > ts ? (te - ts + kStreamWarps - 1) / kStreamWarps : 0;
   int tile = tile_of(0);
   for (int i = 0; i < 2; ++i) {
     if (tile_of(i) < te) w.issue(tile_of(i), w.stage(i));
@@ -338,7 +342,8 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2) decode_stream_int8(AttnA
     __syncwarp();
     w.logits(w.stage(0), tile * kTT, count(tile), lc);
   }
-  for (int k = 0; tile < te; ++k) {
+  for (int k = 0; k < trips; ++k) {
+    if (k % kSync == kSync - 1) __syncthreads();
     const int next = tile_of(k + 1);
     if (tile_of(k + 2) < te) w.issue(tile_of(k + 2), w.stage((k + 2) % kStages));
     cp_async_commit();
@@ -346,7 +351,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2) decode_stream_int8(AttnA
     __syncwarp();
     float ln[4][4];  // past the last tile: a stale stage's logits, never used
     w.logits(w.stage((k + 1) % kStages), next * kTT, count(next), ln);
-    w.consume(lc, tile * kTT, count(tile), w.stage(k % kStages));
+    if (tile < te) w.consume(lc, tile * kTT, count(tile), w.stage(k % kStages));
 #pragma unroll
     for (int x = 0; x < 4; ++x)
 #pragma unroll
