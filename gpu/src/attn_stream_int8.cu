@@ -49,8 +49,10 @@ __device__ __forceinline__ uint32_t split_pair(float y0, float y1, bool lo) {
   return *reinterpret_cast<const uint32_t*>(&r);
 }
 
-// int8_pair (attn_mma.cuh) with its xor constant k = 0x64806480 in a register: one LOP3 for the
-// mask and the xor (a LOP3 takes one immediate; with two ptxas emits two).
+// The int8 codes in bytes 0 and 2 of x as an fp16 pair of their values, exactly: the bits
+// 0x6400 | (code ^ 0x80) are the fp16 1024 + code + 128, and one f16x2 subtraction of 1152 leaves
+// the code. k = 0x64806480 in a register makes the mask and the xor one LOP3 (a LOP3 takes one
+// immediate; with two, ptxas emits two).
 __device__ __forceinline__ uint32_t code_pair(uint32_t x, uint32_t k) {
   uint32_t m, r;
   asm("lop3.b32 %0, %1, 0x00FF00FF, %2, 0x6a;\n" : "=r"(m) : "r"(x), "r"(k));  // (x & 0x00FF00FF) ^ k
