@@ -1,8 +1,8 @@
 // `kvlab gpu validate [DUMP]|bench`: the options of gpu/cli/gpu_commands.cpp (shared with
 // kvlab-gpu) plus the DUMP positional, which needs io/ (HDF5 and the other dump readers).
 // Exit status: validate 1 on any mismatching byte; 2 for every subcommand without a CUDA device.
-// Also the codebook encoder of the `vq` family's decode caches (vq/) and attend-validate's vq
-// methods, both of which the GPU-only build lacks.
+// Also installs the codebook encoder of the `vq` family's decode caches (eval_gpu's, over vq/) and
+// adds attend-validate's vq methods, both of which the GPU-only build lacks.
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -13,7 +13,8 @@
 #include "gpu_commands.h"
 #include "kvlab/codebook_file.h"
 #include "kvlab/dump.h"
-#include "kvlab/vq_method.h"
+#include "kvlab/vq.h"
+#include "kvlab_eval_gpu/vq_encoder.h"
 #include "kvlab_gpu/attention.h"
 
 namespace kvlab::cli {
@@ -33,28 +34,6 @@ void add_dump_data(const std::string& path, gpu::ValidateOptions& opt) {
     opt.extra.push_back(std::move(d));
   }
 }
-// One KV head of a vq method's cache: the books of the file's first layer and vq_encode's codes
-// (what the method's apply() decodes, so the kernel's K_hat, V_hat can be compared with it).
-gpu::VqHead encode_vq(const Method& m, const TensorView& k, const TensorView& v, int64_t kv_head) {
-  gpu::VqHead out;
-  out.layer = vq_method_first_layer(m);
-  const int64_t T = k.shape[1], D = k.shape[2];
-  const VqMethodBooks b = vq_method_books(m, out.layer, kv_head, D);
-  out.vec = b.k.spec.vec;
-  out.bits = b.k.spec.bits;
-  out.stages = b.k.spec.stages;
-  out.k_books = b.k.data;
-  out.v_books = b.v.data;
-  auto widen = [](const TensorView& x) {
-    std::vector<float> w(x.numel());
-    for (int64_t i = 0; i < x.numel(); ++i) w[i] = x.at(i);
-    return w;
-  };
-  out.k_codes = vq_encode(b.k, widen(k).data(), T, 1);
-  out.v_codes = vq_encode(b.v, widen(v).data(), T, 1);
-  return out;
-}
-
 // Codebook files of random entries (8 KV heads, head_dim 128: attend-validate's cases) for specs
 // that cover the codebook kernel's paths: 4-channel lookups with entries past shared memory
 // (CQ-4c8b, and VQ<4,8,2>'s two stages), codes across words and padded rows (CQ-8c5b), one
@@ -109,7 +88,7 @@ void add_gpu(CLI::App& app) {
   gpu::GpuCommandExtras extras;
   extras.load_dump = add_dump_data;
   extras.vq_methods = attend_vq_methods;
-  gpu::set_vq_encoder(encode_vq);
+  install_vq_encoder();
   gpu::add_gpu_commands(*g, "kvlab gpu", extras);
 }
 

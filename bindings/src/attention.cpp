@@ -7,7 +7,9 @@
 #include <cuda_runtime.h>
 
 #include "kvlab/method.h"
+#include "kvlab_eval_gpu/vq_encoder.h"
 #include "kvlab_gpu/attention.h"
+#include "on_device.h"
 #endif
 
 namespace kvlab::bind {
@@ -36,22 +38,6 @@ gpu::DecodeOptions options(const std::string& kernel, int splits) {
   o.kernel = gpu::parse_decode_kernel(kernel);
   o.splits = splits;
   return o;
-}
-
-// f() on `device` without the GIL. CUDA failures (the library's "kvlab-gpu: ..." runtime_error)
-// become RuntimeError, not kvlab.FileError (errors.cpp's rule for runtime_error: files).
-template <class F>
-auto on_device(int device, F&& f) {
-  try {
-    py::gil_scoped_release release;
-    if (cudaSetDevice(device) != cudaSuccess)
-      throw std::runtime_error("kvlab-gpu: cannot select CUDA device " + std::to_string(device));
-    return f();
-  } catch (const std::runtime_error& e) {
-    if (std::string(e.what()).rfind("kvlab-gpu: ", 0) != 0) throw;
-    PyErr_SetString(PyExc_RuntimeError, e.what());
-    throw py::error_already_set();
-  }
 }
 
 // Per-sequence (KV heads, L_b, D) arrays, read in place.
@@ -106,6 +92,7 @@ py::array_t<double> error_bounds(const PyDecodeRun& run, py::handle q, const std
 }  // namespace
 
 void bind_attention(py::module_& m) {
+  install_vq_encoder();  // DecodeCache serves the vq family (codebook files), as `kvlab gpu` does
   py::class_<PyDecodeRun>(m, "DecodeRun")
       .def_property_readonly("kernel",
                              [](const PyDecodeRun& x) { return gpu::decode_kernel_name(x.r.kernel); })

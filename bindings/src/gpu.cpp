@@ -14,6 +14,7 @@
 
 #include "kvlab_eval_gpu/codec_gpu.h"
 #include "kvlab_gpu/gpu.h"
+#include "on_device.h"
 #endif
 
 namespace kvlab::bind {
@@ -45,10 +46,7 @@ void bind_gpu(py::module_& m) {
         const TensorView x{reinterpret_cast<const void*>(data), dtype == "float16" ? DType::F16 : DType::F32,
                            shape};
         auto r = std::make_unique<Quantized>();
-        py::gil_scoped_release release;
-        if (cudaSetDevice(device) != cudaSuccess)
-          throw std::runtime_error("kvlab: cannot select CUDA device " + std::to_string(device));
-        r->q = gpu::quantize_device_input(x, spec);
+        on_device(device, [&] { r->q = gpu::quantize_device_input(x, spec); });
         r->shapes = part_shapes(r->q);
         return r;
       },

@@ -374,8 +374,9 @@ std::vector<DecodeShape> decode_shapes(const DecodeCache::Impl& c, DecodeKernel 
 
 int auto_splits(const DecodeCache& cache, DecodeKernel kernel) {
   const auto& c = cache.impl();
-  int sms = 0;
-  cuda_check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), "cudaDeviceGetAttribute");
+  int dev = 0, sms = 0;  // the current device: the cache's, where the kernels run
+  cuda_check(cudaGetDevice(&dev), "cudaGetDevice");
+  cuda_check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "cudaDeviceGetAttribute");
   if (c.kind.vq) {
     // one wave of blocks (4 query heads per KV head taken for the shared memory), every warp a tile or more
     attn::AttnVq v = c.vq;

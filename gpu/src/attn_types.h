@@ -104,8 +104,8 @@ int stream_blocks_per_sm(const AttnKind& kind);
 
 // The codebook kernel (attn_vq.cu): D = 128, 1 or 4 query heads per KV head, vq_warps warps per
 // block (kVqWarps; CQ-4c8b: 16), each over its own tiles of kVqTile tokens (lane = token for the
-// logits, lane = 4 channels for P V); vq_head_blocks blocks per KV head (CQ-4c8b: 2, one per
-// pair of query heads).
+// logits, lane = 4 channels for P V); vq_head_blocks blocks per KV head (CQ-4c8b: 2, a cluster,
+// one per half of the channel groups).
 constexpr int kVqWarps = 8, kVqTile = 32;
 int vq_warps(const AttnVq& v, int group);
 int vq_head_blocks(const AttnVq& v, int group);

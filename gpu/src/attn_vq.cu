@@ -6,9 +6,12 @@
 // use, so these are the hot ones: VQ-LLM's placement), the others read from global memory (L2);
 // logits with lane = token (K_hat of each channel = the sum of its stages' entries in stage
 // order from 0.0f, vq_decode's fp32 sum: core's bytes; then q . K_hat as an fp32 FMA chain), P V
-// with lane = 4 channels (V_hat the same sum). decode_cq48 (CQ-4c8b, 4 query heads): two blocks
-// per KV head, the keys through a table of q . entry, every entry in shared memory (below).
+// with lane = 4 channels (V_hat the same sum). decode_cq48 (CQ-4c8b, 4 query heads): a cluster of
+// two blocks per KV head, each with half of the groups' q . entry table and value entries in
+// shared memory, adding each other's partial logits (below).
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 #include <type_traits>
 
 #include "attn_kinds.h"
@@ -63,42 +66,58 @@ __device__ __forceinline__ uint32_t row_code(const uint32_t* row, int i, int bit
 }
 
 // The W warps' (max, sum, output) merged in warp order into this split's partial, as
-// decode_stream does: each warp writes its own at wmem, the block then reads every warp's
-// (w0 + x * wbytes). The block's GQ query heads are hq0 .. of the sequence's Hq.
+// decode_stream does: each warp has written its own at w0 + warp * wbytes ([GQ][C] outputs, then
+// m[GQ], l[GQ]); the block reads every warp's. The block's outputs are channels [c0, c0 + C) of
+// its GQ query heads hq0 .. of the sequence's Hq; write_ml: this block also writes (max, sum).
+template <int GQ, int W, int C>
+__device__ __forceinline__ void merge_warp_areas(const AttnArgs& a, const unsigned char* w0, int wbytes,
+                                                 int b, int hq0, int Hq, int split, int c0, bool write_ml) {
+  __syncthreads();
+  for (int i = threadIdx.x; i < GQ * C; i += W * 32) {
+    const int g = i / C, c = i % C;
+    float M = -__builtin_huge_valf();
+    for (int x = 0; x < W; ++x) M = fmaxf(M, reinterpret_cast<const float*>(w0 + x * wbytes)[GQ * C + g]);
+    float o = 0.0f, lsum = 0.0f;
+    if (M != -__builtin_huge_valf())
+      for (int x = 0; x < W; ++x) {
+        const float* wm = reinterpret_cast<const float*>(w0 + x * wbytes);
+        const float e = exp2f(__fsub_rn(wm[GQ * C + g], M));
+        o = __fmaf_rn(e, wm[g * C + c], o);
+        lsum = __fmaf_rn(e, wm[GQ * C + GQ + g], lsum);
+      }
+    const int64_t row = ((int64_t)b * Hq + hq0 + g) * a.splits + split;
+    a.part_o[row * kD + c0 + c] = o;
+    if (c == 0 && write_ml) {
+      a.part_ml[row * 2] = M;
+      a.part_ml[row * 2 + 1] = lsum;
+    }
+  }
+}
+
+// A warp's (max, sum) into its area after the outputs ([GQ][C] floats, written by the caller).
+template <int GQ, int C>
+__device__ __forceinline__ void store_warp_ml(const float (&m)[GQ], const float (&l)[GQ], unsigned char* wmem,
+                                              int lane) {
+  float* mo = reinterpret_cast<float*>(wmem);
+  if (lane == 0)
+    for (int g = 0; g < GQ; ++g) {
+      mo[GQ * C + g] = m[g];
+      mo[GQ * C + GQ + g] = l[g];
+    }
+}
+
+// decode_vq's merge: lane = channels 4 lane .. 4 lane + 3 of every query head.
 template <int GQ, int W>
 __device__ __forceinline__ void merge_warps(const AttnArgs& a, const float (&m)[GQ], const float (&l)[GQ],
                                             const float (&acc)[GQ][4], unsigned char* wmem,
                                             const unsigned char* w0, int wbytes, int b, int hq0, int Hq,
                                             int split) {
-  const int tid = threadIdx.x, lane = tid % 32;
+  const int lane = threadIdx.x % 32;
   float* mo = reinterpret_cast<float*>(wmem);  // [GQ][kD] then m[GQ], l[GQ]
   for (int g = 0; g < GQ; ++g)
     for (int x = 0; x < 4; ++x) mo[g * kD + 4 * lane + x] = acc[g][x];
-  if (lane == 0)
-    for (int g = 0; g < GQ; ++g) {
-      mo[GQ * kD + g] = m[g];
-      mo[GQ * kD + GQ + g] = l[g];
-    }
-  __syncthreads();
-  for (int i = tid; i < GQ * kD; i += W * 32) {
-    const int g = i / kD, c = i % kD;
-    float M = -__builtin_huge_valf();
-    for (int x = 0; x < W; ++x) M = fmaxf(M, reinterpret_cast<const float*>(w0 + x * wbytes)[GQ * kD + g]);
-    float o = 0.0f, lsum = 0.0f;
-    if (M != -__builtin_huge_valf())
-      for (int x = 0; x < W; ++x) {
-        const float* wm = reinterpret_cast<const float*>(w0 + x * wbytes);
-        const float e = exp2f(__fsub_rn(wm[GQ * kD + g], M));
-        o = __fmaf_rn(e, wm[g * kD + c], o);
-        lsum = __fmaf_rn(e, wm[GQ * kD + GQ + g], lsum);
-      }
-    const int64_t row = ((int64_t)b * Hq + hq0 + g) * a.splits + split;
-    a.part_o[row * kD + c] = o;
-    if (c == 0) {
-      a.part_ml[row * 2] = M;
-      a.part_ml[row * 2 + 1] = lsum;
-    }
-  }
+  store_warp_ml<GQ, kD>(m, l, wmem, lane);
+  merge_warp_areas<GQ, W, kD>(a, w0, wbytes, b, hq0, Hq, split, 0, true);
 }
 
 // Online softmax of one tile's logits s (one token per lane; -inf: none): p -> sP[lane], the
@@ -251,49 +270,114 @@ __global__ void __launch_bounds__(kThreads, 1) decode_vq(AttnArgs a) {
                             vq_warp_bytes(v, GQ), b, h * GQ, a.Hkv * GQ, split);
 }
 
-// CQ-4c8b (vec 4, 8-bit codes, one stage) with 4 query heads: two blocks per (split, KV head,
-// sequence), each for one pair of the query heads, so that every table and book entry lives in
-// shared memory (64 KiB + 128 KiB; one block of kCqWarps warps per SM):
-// - keys through a table T[entry][group] of q . entry for the pair's 2 query heads (float2),
-//   built per block from the key books (fp32 FMA); a logit is the fp32 sum of the 32 T values of
-//   its codes. Lane = token, and lane i visits the groups in the order i, i + 1, ... (mod 32), so
-//   the 16 lanes of one 8-byte gather read 16 consecutive groups: 16 banks, no conflict.
-// - values from the books in shared memory, V[entry][group] (float4): lane = group, so a gather
-//   hits 32 consecutive 16-byte slots whatever the codes, no conflict.
-// Code rows come from global memory as 16-byte loads, one tile ahead in registers; the value rows
-// go word-major to shared memory, where lane g reads 4 tokens' codes of its group at once. The
-// debug path (pair 0 only) writes K_hat from the key books at the codes the table was read at.
-constexpr int kCqG = 32, kCqE = 256, kCqWarps = 16, kCqThreads = kCqWarps * 32;
-constexpr int kCqVS = 36;  // words per staged value-code word row: word w of tokens 0..31, padded
-constexpr int kCqTableBytes = kCqE * kCqG * 8, kCqBookBytes = kCqE * kCqG * 16;
-// One warp's area: the tile's value codes (8 word rows) and probabilities (2 heads), reused for
-// the merge (2 x 128 outputs + 2 (max, sum)).
-constexpr int kCqWarpBytes = 8 * kCqVS * 4 + kVqTile * 2 * 4;
-static_assert(kCqWarpBytes >= (2 * kD + 4) * 4, "the merge reuses the warp's area");
-constexpr int kCqSmem = kCqTableBytes + kCqBookBytes + kCqWarps * kCqWarpBytes;
+// CQ-4c8b (vec 4, 8-bit codes, one stage) with 4 query heads: a cluster of two blocks per (split,
+// KV head, sequence); block r holds groups [16 r, 16 r + 16) (channels [64 r, 64 r + 64)), so that
+// no table or book entry is read twice (one block of kCqWarps warps per SM):
+// - its table T[entry][group] of q . entry for the 4 query heads (float4, 64 KiB, fp32 FMA from
+//   the key books) and its groups' value entries V[entry][group] (float4, 64 KiB);
+// - warp w of both blocks takes the same tiles. Logits: lane = token, the fp32 sum of the T values
+//   of its 16 codes (lane i visits the groups i, i + 1, ... (mod 16), so a quarter warp's 16-byte
+//   gathers hit 8 different bank quads), sent to the peer's warp w by st.async, which completes a
+//   transaction on the peer's mbarrier; logit = own + peer's partial (fp32 addition commutes: both
+//   blocks hold the same logits, the same softmax and the same (max, sum));
+// - P V over its groups only: lane = (group pair gp, gp + 8; token t % 4), so one probability load
+//   serves two value gathers; the 4 token classes are added at the end.
+// Code rows (the block's 16 bytes of each) are 16-byte loads one tile ahead in registers; value
+// codes go word-major to shared memory. The debug path writes K_hat (from the key books at the
+// codes the table was read at) and V_hat of the block's groups.
+constexpr int kCqG = 16, kCqE = 256, kCqWarps = 16, kCqThreads = kCqWarps * 32;
+constexpr int kCqVS = 36;                       // words per staged value-code word row (32 tokens, padded)
+constexpr int kCqHalfBytes = kCqE * kCqG * 16;  // T, and V
+// One warp's area: the tile's value codes (4 word rows), probabilities (4 heads) and two slots of
+// the peer's partial logits; reused for the merge (4 x 64 outputs + 4 (max, sum)).
+constexpr int kCqCodeBytes = 4 * kCqVS * 4, kCqProbBytes = kVqTile * 16, kCqSlotBytes = kVqTile * 16;
+constexpr int kCqWarpBytes = kCqCodeBytes + kCqProbBytes + 2 * kCqSlotBytes;
+static_assert(kCqWarpBytes >= (4 * 64 + 8) * 4, "the merge reuses the warp's area");
+static_assert(kCqWarpBytes >= kD * 4 * 4 / kCqWarps, "q (4 heads) is staged in the warps' areas");
+constexpr int kCqSmem = 2 * kCqHalfBytes + kCqWarps * kCqWarpBytes + kCqWarps * 2 * 8;  // + mbarriers
 
-// The 32 code bytes of a row, rotated by `by` bytes: byte k of the result is byte (k + by) % 32.
-__device__ __forceinline__ void rotate_row(uint32_t (&x)[8], int by) {
+// The 16 code bytes of a half row, rotated by `by` bytes: byte k of the result is byte (k + by) % 16.
+__device__ __forceinline__ void rotate_half_row(uint32_t (&x)[4], int by) {
 #pragma unroll
-  for (int s = 1; s < 8; s <<= 1) {  // whole words: a barrel shifter, every index static
-    uint32_t y[8];
+  for (int s = 1; s < 4; s <<= 1) {  // whole words: a barrel shifter, every index static
+    uint32_t y[4];
 #pragma unroll
-    for (int i = 0; i < 8; ++i) y[i] = ((by >> 2) & s) ? x[(i + s) & 7] : x[i];
+    for (int i = 0; i < 4; ++i) y[i] = ((by >> 2) & s) ? x[(i + s) & 3] : x[i];
 #pragma unroll
-    for (int i = 0; i < 8; ++i) x[i] = y[i];
+    for (int i = 0; i < 4; ++i) x[i] = y[i];
   }
-  uint32_t y[8];
+  uint32_t y[4];
 #pragma unroll
-  for (int i = 0; i < 8; ++i) y[i] = __funnelshift_r(x[i], x[(i + 1) & 7], 8 * (by & 3));
+  for (int i = 0; i < 4; ++i) y[i] = __funnelshift_r(x[i], x[(i + 1) & 3], 8 * (by & 3));
 #pragma unroll
-  for (int i = 0; i < 8; ++i) x[i] = y[i];
+  for (int i = 0; i < 4; ++i) x[i] = y[i];
 }
 
-// 32 bytes of a code row (16-byte aligned) from global memory, not kept in L1.
-__device__ __forceinline__ void load_row(const uint8_t* p, uint32_t (&x)[8]) {
-  const uint4 a = __ldcs(reinterpret_cast<const uint4*>(p)),
-              b = __ldcs(reinterpret_cast<const uint4*>(p) + 1);
-  x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w, x[4] = b.x, x[5] = b.y, x[6] = b.z, x[7] = b.w;
+__device__ __forceinline__ uint32_t smem_addr(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
+// The same shared-memory offset in block `rank` of the cluster.
+__device__ __forceinline__ uint32_t peer_addr(uint32_t a, int rank) {
+  uint32_t d;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(d) : "r"(a), "r"(rank));
+  return d;
+}
+// 16 bytes into the peer's shared memory, completing 16 bytes of a transaction on its mbarrier.
+__device__ __forceinline__ void st_async16(uint32_t dst, float4 v, uint32_t bar) {
+  asm volatile(
+      "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, [%5];\n" ::"r"(
+          dst),
+      "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"(bar)
+      : "memory");
+}
+__device__ __forceinline__ void mbar_init(uint32_t bar) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(bar) : "memory");
+}
+// The one arrival of a phase, expecting `bytes` of transactions.
+__device__ __forceinline__ void mbar_expect(uint32_t bar, int bytes) {
+  asm volatile(
+      "{\n.reg .b64 st;\nmbarrier.arrive.expect_tx.release.cta.shared::cta.b64 st, [%0], %1;\n}\n" ::"r"(bar),
+      "r"(bytes)
+      : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint32_t bar, int parity) {
+  uint32_t done = 0;
+  while (!done)
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\nselp.u32 "
+        "%0, 1, 0, "
+        "p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+}
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::
+                   : "memory");
+}
+__device__ __forceinline__ int cluster_rank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return (int)r;
+}
+
+// tile_softmax for decode_cq48 (4 heads, 8 channels per lane), with each lane's own running sum
+// of its tokens' probabilities (l, rescaled as the outputs are), added across the lanes once at
+// the end (lane_sums): 20 shuffles fewer per tile, and shuffles go through the L1 pipe too.
+__device__ __forceinline__ void tile_softmax_lanes(const float (&s)[4], float (&m)[4], float (&l)[4],
+                                                   float (&acc)[4][8], float (*sP)[4], int lane) {
+#pragma unroll
+  for (int g = 0; g < 4; ++g) {
+    float mx = s[g];
+    for (int off = 16; off; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+    const float m_new = fmaxf(m[g], mx);  // finite: the tile has a token
+    const float p = exp2f(__fsub_rn(s[g], m_new));
+    sP[lane][g] = p;
+    const float alpha = exp2f(__fsub_rn(m[g], m_new));
+    l[g] = __fmaf_rn(l[g], alpha, p);
+    m[g] = m_new;
+#pragma unroll
+    for (int x = 0; x < 8; ++x) acc[g][x] = __fmul_rn(acc[g][x], alpha);
+  }
+  __syncwarp();
 }
 
 template <bool DBG>
@@ -301,132 +385,161 @@ __global__ void __launch_bounds__(kCqThreads, 1) decode_cq48(AttnArgs a) {
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ __align__(16) unsigned char sq_raw[sizeof(AttnSeq)];  // no constructor in shared memory
   const AttnSeq& sq = *reinterpret_cast<const AttnSeq*>(sq_raw);
-  const int b = blockIdx.z, h = blockIdx.y >> 1, pair = blockIdx.y & 1, split = blockIdx.x, tid = threadIdx.x;
-  const int warp = tid / 32, lane = tid % 32, hq0 = 4 * h + 2 * pair;
-  float2* T = reinterpret_cast<float2*>(smem);                  // [entry][group]: 2 heads' q . entry
-  float4* V = reinterpret_cast<float4*>(smem + kCqTableBytes);  // [entry][group]: value entries
-  unsigned char* w0 = smem + kCqTableBytes + kCqBookBytes;
+  const int b = blockIdx.z, h = blockIdx.y >> 1, r = cluster_rank(), split = blockIdx.x, tid = threadIdx.x;
+  const int warp = tid / 32, lane = tid % 32, g0 = kCqG * r;
+  float4* T = reinterpret_cast<float4*>(smem);                 // [entry][group]: 4 heads' q . entry
+  float4* V = reinterpret_cast<float4*>(smem + kCqHalfBytes);  // [entry][group]: value entries
+  unsigned char* w0 = smem + 2 * kCqHalfBytes;
   unsigned char* wmem = w0 + warp * kCqWarpBytes;
-  uint32_t* sV = reinterpret_cast<uint32_t*>(wmem);  // [word][kCqVS]: value code rows, word-major
-  float(*sP)[2] = reinterpret_cast<float(*)[2]>(wmem + 8 * kCqVS * 4);
-  float(*sQ)[2] = reinterpret_cast<float(*)[2]>(w0);  // until the table is built
+  uint32_t* sV = reinterpret_cast<uint32_t*>(wmem);  // [word][kCqVS]: value codes, token t at col(t)
+  float(*sP)[4] = reinterpret_cast<float(*)[4]>(wmem + kCqCodeBytes);
+  const float4* slot = reinterpret_cast<const float4*>(wmem + kCqCodeBytes + kCqProbBytes);  // [2][32]
+  const uint32_t bar = smem_addr(w0 + kCqWarps * kCqWarpBytes) + 16 * warp;                  // 2 mbarriers
+  float(*sQ)[4] = reinterpret_cast<float(*)[4]>(w0);  // until the table is built
 
   if (tid == 0) *reinterpret_cast<AttnSeq*>(sq_raw) = a.seqs[b];
-  for (int i = tid; i < kD * 2; i += kCqThreads) {
-    const int c = i / 2, g = i % 2;
-    sQ[c][g] = a.q[((int64_t)b * a.Hkv * 4 + hq0 + g) * kD + c] * a.scale_log2;
+  for (int i = tid; i < kD * 4; i += kCqThreads) {
+    const int c = i / 4, g = i % 4;
+    sQ[c][g] = a.q[((int64_t)b * a.Hkv * 4 + 4 * h + g) * kD + c] * a.scale_log2;
+  }
+  if (lane == 0) {
+    mbar_init(bar);
+    mbar_init(bar + 8);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
-  const float4* gk = reinterpret_cast<const float4*>(a.vq.k_books) + (int64_t)h * kCqG * kCqE;
-  const float4* gv = reinterpret_cast<const float4*>(a.vq.v_books) + (int64_t)h * kCqG * kCqE;
-  for (int i = tid; i < kCqG * kCqE; i += kCqThreads) {  // i = entry * 32 + group
-    const int g = i % kCqG, e = i / kCqG, c = 4 * g;
-    const float4 k = __ldg(gk + g * kCqE + e);
-    float t[2];
-    for (int x = 0; x < 2; ++x)
+  const float4* gk = reinterpret_cast<const float4*>(a.vq.k_books) + (int64_t)h * 2 * kCqG * kCqE;
+  const float4* gv = reinterpret_cast<const float4*>(a.vq.v_books) + (int64_t)h * 2 * kCqG * kCqE;
+  for (int i = tid; i < kCqG * kCqE; i += kCqThreads) {  // i = entry * 16 + group
+    const int g = i % kCqG, e = i / kCqG, c = 4 * (g0 + g);
+    const float4 k = __ldg(gk + (g0 + g) * kCqE + e);
+    float t[4];
+    for (int x = 0; x < 4; ++x)
       t[x] = __fmaf_rn(sQ[c + 3][x], k.w,
                        __fmaf_rn(sQ[c + 2][x], k.z, __fmaf_rn(sQ[c + 1][x], k.y, __fmul_rn(sQ[c][x], k.x))));
-    T[i] = make_float2(t[0], t[1]);
-    V[i] = __ldg(gv + g * kCqE + e);
+    T[i] = make_float4(t[0], t[1], t[2], t[3]);
+    V[i] = __ldg(gv + (g0 + g) * kCqE + e);
   }
-  __syncthreads();  // sQ's bytes go to the warps from here
+  // Both blocks' tables and mbarriers are ready; sQ's bytes go to the warps (the peer writes into
+  // our slots only after this).
+  cluster_sync();
 
   const int L = sq.L;
-  const uint8_t* kcodes = sq.k.codes + (int64_t)h * L * 32;
-  const uint8_t* vcodes = sq.v.codes + (int64_t)h * L * 32;
-  const bool dbg = DBG && pair == 0;
+  const uint8_t* kcodes = sq.k.codes + (int64_t)h * L * 32 + 16 * r;
+  const uint8_t* vcodes = sq.v.codes + (int64_t)h * L * 32 + 16 * r;
   float* dbg_k = DBG ? a.dbg_k + sq.dbg + (int64_t)h * L * kD : nullptr;
   float* dbg_v = DBG ? a.dbg_v + sq.dbg + (int64_t)h * L * kD : nullptr;
   const int ntiles = (L + kVqTile - 1) / kVqTile, per = (ntiles + a.splits - 1) / a.splits;
   const int ts = split * per, te = min(ntiles, ts + per);
-  float m[2], l[2], acc[2][4];
-  for (int g = 0; g < 2; ++g) {
+  // m, acc[head] (channels of group gp (0-3) and gp + 8 (4-7)) per warp; l per lane (its tokens)
+  float m[4], l[4], acc[4][8];
+  for (int g = 0; g < 4; ++g) {
     m[g] = -__builtin_huge_valf();
     l[g] = 0.0f;
-    for (int x = 0; x < 4; ++x) acc[g][x] = 0.0f;
+    for (int x = 0; x < 8; ++x) acc[g][x] = 0.0f;
   }
-  // byte k % 4 of goff[k / 4]: the byte offset 8 g of group g = (lane + k) % 32 in a T row
-  uint32_t goff[8];
-  for (int w = 0; w < 8; ++w) {
-    goff[w] = 0;
-    for (int j = 0; j < 4; ++j) goff[w] |= (uint32_t)(((lane + 4 * w + j) & (kCqG - 1)) * 8) << (8 * j);
-  }
+  // goff[k]: byte offset 16 g of group g = (lane + k) % 16 in a T row, bytes 2-3 zero
+  uint32_t goff[kCqG];
+#pragma unroll
+  for (int k = 0; k < kCqG; ++k) goff[k] = (uint32_t)(((lane + k) & (kCqG - 1)) * 16);
   const unsigned char* Tb = reinterpret_cast<const unsigned char*>(T);
   const unsigned char* Vb = reinterpret_cast<const unsigned char*>(V);
-  const uint32_t* vw = sV + (lane >> 2) * kCqVS;                   // this lane's group's code words
-  const uint32_t vsel = 0x4440u | (lane & 3), lane16 = lane << 4;  // its code byte; V[.][lane]
-  uint32_t kn[8] = {}, vn[8] = {};  // the next tile's rows of this lane's token
+  // P V: this lane's groups gp, gp + 8 and token class tc (tokens 4 i + tc, staged at col tc * 8 + i)
+  const int gp = lane & 7, tc = lane >> 3;
+  const uint32_t* vw0 = sV + (gp >> 2) * kCqVS + tc * 8;        // group gp's code words
+  const uint32_t* vw1 = sV + (2 + (gp >> 2)) * kCqVS + tc * 8;  // group gp + 8's
+  const uint32_t vsel = 0x6604u | (uint32_t)(gp & 3) << 4;      // byte 0: 16 g, byte 1: the code, 2-3: 0
+  const uint32_t vo0 = (uint32_t)gp * 16, vo1 = (uint32_t)(gp + 8) * 16;
+  const int col = (lane & 3) * 8 + (lane >> 2);  // where token `lane` stages its value codes
+  const uint32_t my_slot = smem_addr(slot), peer = (uint32_t)(r ^ 1);
+  const uint32_t peer_slot = peer_addr(my_slot, (int)peer), peer_bar = peer_addr(bar, (int)peer);
+  uint4 kn = make_uint4(0, 0, 0, 0), vn = kn;  // the next tile's half rows of this lane's token
   auto fetch = [&](int tile) {
     const int t = tile * kVqTile + lane;
     if (tile < te && t < L) {
-      load_row(kcodes + (int64_t)t * 32, kn);
-      load_row(vcodes + (int64_t)t * 32, vn);
+      kn = __ldcs(reinterpret_cast<const uint4*>(kcodes + (int64_t)t * 32));
+      vn = __ldcs(reinterpret_cast<const uint4*>(vcodes + (int64_t)t * 32));
     }
   };
   int tile = ts + warp;
   fetch(tile);
-  for (; tile < te; tile += kCqWarps) {
-    uint32_t kr[8];
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      kr[i] = kn[i];
-      sV[i * kCqVS + lane] = vn[i];
-    }
+  for (int it = 0; tile < te; ++it, tile += kCqWarps) {
+    uint32_t kr[4] = {kn.x, kn.y, kn.z, kn.w};
+    sV[0 * kCqVS + col] = vn.x;
+    sV[1 * kCqVS + col] = vn.y;
+    sV[2 * kCqVS + col] = vn.z;
+    sV[3 * kCqVS + col] = vn.w;
     fetch(tile + kCqWarps);
     const int t0 = tile * kVqTile, n = min(kVqTile, L - t0);
 
-    // ---- logits: lane = token, groups from `lane` on; one byte_perm pairs two codes with their
-    // groups' byte offsets: (e << 8) | 8 g = the byte offset of T[e][g]
-    float s[2];
-    for (int g = 0; g < 2; ++g) s[g] = lane < n ? 0.0f : -__builtin_huge_valf();
+    // ---- partial logits of this block's groups: lane = token, groups from `lane` on
+    float4 part = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     if (lane < n) {
-      rotate_row(kr, lane);
+      rotate_half_row(kr, lane & (kCqG - 1));
 #pragma unroll
-      for (int w = 0; w < 8; ++w) {
-        const uint32_t a01 = __byte_perm(kr[w], goff[w], 0x1504), a23 = __byte_perm(kr[w], goff[w], 0x3726);
-        const uint32_t off[4] = {a01 & 0xFFFFu, a01 >> 16, a23 & 0xFFFFu, a23 >> 16};
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const float2 t = *reinterpret_cast<const float2*>(Tb + off[j]);
-          s[0] = __fadd_rn(s[0], t.x);
-          s[1] = __fadd_rn(s[1], t.y);
-          if (dbg) {
-            const int g = (off[j] & 0xFFu) >> 3;
-            const float4 kh = __ldg(gk + g * kCqE + (off[j] >> 8));
-            float* o = dbg_k + (int64_t)(t0 + lane) * kD + 4 * g;
-            o[0] = __fadd_rn(0.0f, kh.x);  // vq_decode's 0 + entry (-0 becomes +0)
-            o[1] = __fadd_rn(0.0f, kh.y);
-            o[2] = __fadd_rn(0.0f, kh.z);
-            o[3] = __fadd_rn(0.0f, kh.w);
-          }
+      for (int k = 0; k < kCqG; ++k) {
+        const uint32_t off = __byte_perm(kr[k >> 2], goff[k], 0x6604u | (uint32_t)(k & 3) << 4);  // T[e][g]
+        const float4 t = *reinterpret_cast<const float4*>(Tb + off);
+        part.x = __fadd_rn(part.x, t.x);
+        part.y = __fadd_rn(part.y, t.y);
+        part.z = __fadd_rn(part.z, t.z);
+        part.w = __fadd_rn(part.w, t.w);
+        if (DBG) {
+          const int g = (int)(off & 0xFFu) >> 4;
+          const float4 kh = __ldg(gk + (g0 + g) * kCqE + (off >> 8));
+          float* o = dbg_k + (int64_t)(t0 + lane) * kD + 4 * (g0 + g);
+          o[0] = __fadd_rn(0.0f, kh.x);  // vq_decode's 0 + entry (-0 becomes +0)
+          o[1] = __fadd_rn(0.0f, kh.y);
+          o[2] = __fadd_rn(0.0f, kh.z);
+          o[3] = __fadd_rn(0.0f, kh.w);
         }
       }
     }
-    tile_softmax<2>(s, m, l, acc, sP, lane);  // ends with __syncwarp: sV and sP are visible
-    // ---- P V: lane = group (channels 4 lane ..), its codes at byte lane % 4 of word lane / 4;
-    // 4 tokens' words and 2 tokens' probabilities per load; full tiles without the length test
+    // ---- exchange with the peer's warp: slot it % 2, phase (it / 2) % 2 of its mbarrier
+    const int si = it & 1;
+    st_async16(peer_slot + si * kCqSlotBytes + lane * 16, part, peer_bar + si * 8);
+    if (lane == 0) mbar_expect(bar + si * 8, kCqSlotBytes);
+    mbar_wait(bar + si * 8, (it >> 1) & 1);  // every lane: one waiting lane + __syncwarp measured 1.3x slower
+    const float4 o = slot[si * kVqTile + lane];
+    float s[4] = {__fadd_rn(part.x, o.x), __fadd_rn(part.y, o.y), __fadd_rn(part.z, o.z),
+                  __fadd_rn(part.w, o.w)};
+    if (lane >= n)
+      for (int g = 0; g < 4; ++g) s[g] = -__builtin_huge_valf();
+    tile_softmax_lanes(s, m, l, acc, sP, lane);  // ends with __syncwarp: sV and sP are visible
+
+    // ---- P V: tokens 4 i + tc, i = 0..7; 4 tokens' code words per load; full tiles without the test
     auto pv = [&](auto full) {
-      for (int t4 = 0; t4 < n; t4 += 4) {
-        const uint4 w4 = *reinterpret_cast<const uint4*>(vw + t4);
-        const float4 p01 = *reinterpret_cast<const float4*>(sP[t4]),
-                     p23 = *reinterpret_cast<const float4*>(sP[t4 + 2]);
-        const uint32_t w[4] = {w4.x, w4.y, w4.z, w4.w};
-        const float p[4][2] = {{p01.x, p01.y}, {p01.z, p01.w}, {p23.x, p23.y}, {p23.z, p23.w}};
+#pragma unroll
+      for (int i4 = 0; i4 < 8; i4 += 4) {
+        if (!decltype(full)::value && 4 * i4 + tc >= n) break;
+        const uint4 c0 = *reinterpret_cast<const uint4*>(vw0 + i4),
+                    c1 = *reinterpret_cast<const uint4*>(vw1 + i4);
+        const uint32_t cw0[4] = {c0.x, c0.y, c0.z, c0.w}, cw1[4] = {c1.x, c1.y, c1.z, c1.w};
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-          if (!decltype(full)::value && t4 + j >= n) break;
-          const uint32_t e = __byte_perm(w[j], 0, vsel);
-          const float4 x = *reinterpret_cast<const float4*>(Vb + ((e << 9) | lane16));  // V[e][lane]
-          if (dbg) {
-            float* o = dbg_v + (int64_t)(t0 + t4 + j) * kD + 4 * lane;
-            o[0] = __fadd_rn(0.0f, x.x);
-            o[1] = __fadd_rn(0.0f, x.y);
-            o[2] = __fadd_rn(0.0f, x.z);
-            o[3] = __fadd_rn(0.0f, x.w);
+          const int t = 4 * (i4 + j) + tc;
+          if (!decltype(full)::value && t >= n) break;
+          const float4 p = *reinterpret_cast<const float4*>(sP[t]);
+          const float4 x0 = *reinterpret_cast<const float4*>(Vb + __byte_perm(cw0[j], vo0, vsel));
+          const float4 x1 = *reinterpret_cast<const float4*>(Vb + __byte_perm(cw1[j], vo1, vsel));
+          if (DBG) {
+            float* o0 = dbg_v + (int64_t)(t0 + t) * kD + 4 * (g0 + gp);
+            float* o1 = o0 + 32;  // group gp + 8
+            o0[0] = __fadd_rn(0.0f, x0.x);
+            o0[1] = __fadd_rn(0.0f, x0.y);
+            o0[2] = __fadd_rn(0.0f, x0.z);
+            o0[3] = __fadd_rn(0.0f, x0.w);
+            o1[0] = __fadd_rn(0.0f, x1.x);
+            o1[1] = __fadd_rn(0.0f, x1.y);
+            o1[2] = __fadd_rn(0.0f, x1.z);
+            o1[3] = __fadd_rn(0.0f, x1.w);
           }
-          const float xv[4] = {x.x, x.y, x.z, x.w};
-          for (int g = 0; g < 2; ++g)
-            for (int c = 0; c < 4; ++c) acc[g][c] = __fmaf_rn(p[j][g], xv[c], acc[g][c]);
+          const float pr[4] = {p.x, p.y, p.z, p.w};
+          const float xv[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+#pragma unroll
+          for (int g = 0; g < 4; ++g)
+#pragma unroll
+            for (int c = 0; c < 8; ++c) acc[g][c] = __fmaf_rn(pr[g], xv[c], acc[g][c]);
         }
       }
     };
@@ -436,7 +549,26 @@ __global__ void __launch_bounds__(kCqThreads, 1) decode_cq48(AttnArgs a) {
       pv(std::false_type{});
     __syncwarp();  // every lane is done with sV and sP before the next tile overwrites them
   }
-  merge_warps<2, kCqWarps>(a, m, l, acc, wmem, w0, kCqWarpBytes, b, hq0, a.Hkv * 4, split);
+  // the 32 lanes' probability sums, and the 4 token classes' outputs (the same in every lane of a
+  // group pair: fp32 addition commutes)
+#pragma unroll
+  for (int g = 0; g < 4; ++g) {
+    for (int off = 16; off; off >>= 1) l[g] = __fadd_rn(l[g], __shfl_xor_sync(0xffffffffu, l[g], off));
+#pragma unroll
+    for (int c = 0; c < 8; ++c) {
+      acc[g][c] = __fadd_rn(acc[g][c], __shfl_xor_sync(0xffffffffu, acc[g][c], 8));
+      acc[g][c] = __fadd_rn(acc[g][c], __shfl_xor_sync(0xffffffffu, acc[g][c], 16));
+    }
+  }
+  float* mo = reinterpret_cast<float*>(wmem);  // [4][64] then m[4], l[4]
+  if (tc == 0)
+    for (int g = 0; g < 4; ++g)
+      for (int c = 0; c < 4; ++c) {
+        mo[g * 64 + 4 * gp + c] = acc[g][c];
+        mo[g * 64 + 32 + 4 * gp + c] = acc[g][4 + c];
+      }
+  store_warp_ml<4, 64>(m, l, wmem, lane);
+  merge_warp_areas<4, kCqWarps, 64>(a, w0, kCqWarpBytes, b, 4 * h, a.Hkv * 4, split, 64 * r, r == 0);
 }
 
 // Dynamic shared memory a block may ask for (the opt-in limit less the static AttnSeq).
@@ -517,8 +649,30 @@ int vq_blocks_per_sm(const AttnVq& v, int group) {
 bool launch_vq_kernel(int group, const AttnArgs& a, int B, cudaStream_t s) {
   const auto k = kernel_of(group, a.dbg_k != nullptr, a.vq);
   if (!k) return false;
-  k<<<dim3(a.splits, a.Hkv * vq_head_blocks(a.vq, group), B), vq_warps(a.vq, group) * 32,
-      vq_smem_bytes(a.vq, group, a.vq.n_smem), s>>>(a);
+  const dim3 grid(a.splits, a.Hkv * vq_head_blocks(a.vq, group), B);
+  const int threads = vq_warps(a.vq, group) * 32, bytes = vq_smem_bytes(a.vq, group, a.vq.n_smem);
+  if (!cq_fast(a.vq, group)) {
+    k<<<grid, threads, bytes, s>>>(a);
+    return true;
+  }
+  // decode_cq48: the two blocks of a KV head (consecutive in y) form a cluster
+  cudaLaunchConfig_t lc = {};
+  lc.gridDim = grid;
+  lc.blockDim = dim3(threads);
+  lc.dynamicSmemBytes = bytes;
+  lc.stream = s;
+  cudaLaunchAttribute at[1];
+  at[0].id = cudaLaunchAttributeClusterDimension;
+  at[0].val.clusterDim.x = 1;
+  at[0].val.clusterDim.y = 2;
+  at[0].val.clusterDim.z = 1;
+  lc.attrs = at;
+  lc.numAttrs = 1;
+  const cudaError_t e = cudaLaunchKernelEx(&lc, k, a);
+  if (e != cudaSuccess)
+    throw std::runtime_error(
+        std::string("kvlab-gpu: launch of the codebook cluster kernel (decode_cq48) failed: ") +
+        cudaGetErrorString(e));
   return true;
 }
 

@@ -1,6 +1,7 @@
 // Decode attention: the kernel's K_hat / V_hat are core's bytes, the output is within the stated
 // fp32 bound of the fp64 reference, for every served method on short, odd and batched lengths.
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "gpu_test_util.h"
@@ -96,6 +97,14 @@ TEST(GpuAttention, KittyStreamsUpToThirtyTwoSlots) {
   const auto wide = make_decode_cache(*parse_method("kitty:boost=0.5"), {kv}, {vv});
   EXPECT_NE(stream_refusal(*wide, Hq).find("boosted channels"), std::string::npos);
   EXPECT_EQ(decode_attention(*wide, q, Hq).kernel, DecodeKernel::Split);
+  // attend-validate --kernel stream skips the cases the kernel refuses (it threw before)
+  AttnValidateOptions o;
+  o.small = true;
+  o.methods = {"kitty:boost=0.5"};
+  o.kernel = DecodeKernel::Stream;
+  std::vector<AttnValidationRow> rows;
+  ASSERT_NO_THROW(rows = validate_attention(o));
+  for (const auto& r : rows) EXPECT_EQ(r.kernel, "stream") << r.lengths;
 }
 
 TEST(GpuAttention, RefusesUnservedMethods) {
@@ -153,6 +162,51 @@ TEST(GpuAttention, Int8StreamBoundAddsThePSplitTerm) {
   const double fixed = decode_error_bound(q.data(), k.data(), v.data(), L, D, s, zero.data(), zero.data());
   EXPECT_GT(plain, 0.0);
   EXPECT_NEAR(fixed - plain, 2.0 * L * std::ldexp(1.0, -39), 1e-6 * (fixed - plain));
+}
+
+// CQ-4c8b's kernel is a cluster of two blocks that add each other's partial logits, received
+// through distributed shared memory (st.async + mbarrier). A missing or misplaced wait there
+// reads a stale or unwritten slot: logits off by a whole partial sum (outside the bound) that
+// change from run to run. racecheck is not relied on for that: this test checks the output of
+// every head against the fp64 reference over the kernel's own K_hat / V_hat, and ten runs for
+// the same bits (the debug run too), with every warp over several tiles and a partial last tile.
+TEST(GpuAttention, CodebookClusterExchangeIsDeterministicAndWithinBound) {
+  KVLAB_REQUIRE_GPU();
+  const int B = 2, Hkv = 2, Hq = 8, D = 128, L = 16 * 32 * 3 + 17;
+  const auto cache = make_random_vq_cache("CQ-4c8b", B, Hkv, D, L, 21);
+  std::mt19937_64 rng(22);
+  std::normal_distribution<float> n(0.0f, 1.0f);
+  std::vector<float> q((size_t)B * Hq * D);
+  for (float& x : q) x = n(rng);
+  for (int splits : {1, 3}) {
+    DecodeOptions opt;
+    opt.splits = splits;
+    opt.debug = true;
+    const DecodeResult dbg = decode_attention(*cache, q, Hq, opt);
+    ASSERT_EQ(dbg.kernel, DecodeKernel::Codebook);
+    ASSERT_EQ(dbg.shapes[0].warps, 16) << "not the CQ-4c8b cluster kernel";
+    for (int b = 0; b < B; ++b) {
+      const float* kh = dbg.k_hat.data() + (size_t)b * Hkv * L * D;
+      const float* vh = dbg.v_hat.data() + (size_t)b * Hkv * L * D;
+      const auto ref = decode_reference(&q[(size_t)b * Hq * D], kh, vh, Hq, Hkv, L, D);
+      for (int hq = 0; hq < Hq; ++hq) {
+        const size_t head = (size_t)(hq / (Hq / Hkv)) * L * D;
+        const double bound =
+            decode_error_bound(&q[((size_t)b * Hq + hq) * D], kh + head, vh + head, L, D, dbg.shapes[b]);
+        for (int c = 0; c < D; ++c)
+          ASSERT_LE(std::fabs(dbg.out[((size_t)b * Hq + hq) * D + c] - ref[(size_t)hq * D + c]), bound)
+              << "splits " << splits << " sequence " << b << " head " << hq << " channel " << c;
+      }
+    }
+    opt.debug = false;
+    for (int rep = 0; rep < 10; ++rep) {
+      const DecodeResult r = decode_attention(*cache, q, Hq, opt);
+      ASSERT_EQ(r.out.size(), dbg.out.size());
+      int64_t differ = 0;
+      for (size_t i = 0; i < r.out.size(); ++i) differ += std::memcmp(&r.out[i], &dbg.out[i], 4) != 0;
+      ASSERT_EQ(differ, 0) << "splits " << splits << " run " << rep;
+    }
+  }
 }
 
 }  // namespace kvlab::gpu

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import kvlab
+from kvlab._ext import ext
 
 torch = pytest.importorskip("torch")
 if not torch.cuda.is_available():
@@ -52,3 +53,12 @@ def test_bad_cuda_tensors_get_the_cpu_messages():
         kvlab.quantize(torch.randn((2, 50, 64), device="cuda"), "bits=2,axis=channel,group=128")
     with pytest.warns(kvlab.CopyWarning, match="bfloat16"):
         kvlab.quantize(torch.randn((2, 300, 64), device="cuda").bfloat16(), "bits=2")
+
+
+def test_cuda_failures_are_runtime_errors_not_file_errors():
+    # A device that does not exist: the GPU library's error, as RuntimeError (kvlab.FileError is
+    # for files).
+    x = torch.randn((2, 64, 64), device="cuda")
+    with pytest.raises(RuntimeError, match="cannot select CUDA device 4095") as e:
+        ext.gpu_quantize(x.data_ptr(), "float32", list(x.shape), "bits=2", 4095)
+    assert not isinstance(e.value, kvlab.FileError)

@@ -78,6 +78,40 @@ def test_nbytes_counts_the_packed_parts_and_fp16_rows(method):
 
 
 @gpu
+@pytest.mark.parametrize("spec,stages", [("CQ-4c8b", 1), ("VQ<4,8,2>", 2)])
+def test_codebook_caches_from_a_codebook_file(tmp_path, spec, stages):
+    # the vq family (a codebook file of random entries, FORMATS 6.3) on the codebook kernel: the
+    # C++ entry's bytes, within the bound of the reference over Method.apply's K_hat / V_hat
+    h5py = pytest.importorskip("h5py")
+    hkv, d, vec, bits = 2, 128, 4, 8
+    path = tmp_path / "books.h5"
+    rng = np.random.default_rng(8)
+    with h5py.File(path, "w") as f:
+        f.attrs.update(format="kvlab-vq-codebooks", version=1, spec=spec, vec=vec, bits=bits, stages=stages,
+                       first_layer=0, num_layers=1, num_kv_heads=hkv, head_dim=d, tokens=1000, model="random",
+                       source="test_py_gpu_attention.py", reordered=0, roles="k,v")
+        for r in "kv":
+            shape = (1, hkv, stages, d // vec, 2 ** bits, vec)
+            f.create_dataset(r + "/codebooks", data=rng.standard_normal(shape).astype(np.float32))
+    method = f"vq:codebooks={path}"
+    ks, vs, q = draw(9, [1, 300, 1000], hkv, d, 8)
+    cache = kvlab.gpu.DecodeCache(method, ks, vs)
+    out, run = kvlab.gpu.decode_attention(torch.from_numpy(q).cuda(), cache, return_run=True)
+    assert run.kernel == "codebook"
+    host = cache.decode_attention_host(q)[0]
+    assert out.cpu().numpy().tobytes() == host.tobytes()
+    m = kvlab.Method(method)
+    hats = []
+    for k, v in zip(ks, vs):  # the vq family's apply takes one KV head
+        per = [m.apply(k[h:h + 1], v[h:h + 1], layer=0, kv_head=h) for h in range(hkv)]
+        hats.append(tuple(np.concatenate([p[i] for p in per]) for i in (0, 1)))
+    bound = run.error_bound(q, [h[0] for h in hats], [h[1] for h in hats])
+    for b, (k_hat, v_hat) in enumerate(hats):
+        err = np.abs(host[b] - reference(q[b], k_hat, v_hat)).max(axis=1)
+        assert (err <= bound[b]).all(), f"{spec} seq {b}: max err/bound {(err / bound[b]).max():.3g}"
+
+
+@gpu
 def test_cuda_and_4d_inputs_and_side_streams_give_the_same_bytes():
     ks, vs, q = draw(5, [300, 300], 2, 128, 8)
     ks = [k.astype(np.float16).astype(np.float32) for k in ks]  # the same cache from float16 tensors

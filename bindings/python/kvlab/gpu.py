@@ -68,7 +68,8 @@ class DecodeCache:
     fp16, the rest packed as core's quantize writes it (``make_decode_cache``'s bytes).
 
     ``method``: a ``kvlab.Method`` or spec with a decode kernel (fp16, int8, kivi 2/4-bit, kitty
-    2-bit, profile kvlab; head_dim 128, or 64; others are refused with the reason). ``keys``,
+    2-bit, profile kvlab; head_dim 128, or 64; ``vq:codebooks=FILE.h5``, head_dim 128; others are
+    refused with the reason). ``keys``,
     ``values``: per sequence (KV heads, L_b, head_dim), lengths may differ, float16/bfloat16/
     float32, numpy or torch (CUDA tensors are copied to the host with a CopyWarning), or one
     (B, KV heads, L, head_dim) array. ``device``: a CUDA index (default: that of the first CUDA

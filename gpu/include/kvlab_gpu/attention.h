@@ -151,7 +151,7 @@ struct AttnValidateOptions {
   bool small = false;                      // short sequences only (compute-sanitizer runs)
   uint64_t seed = 1;
   // Auto: every case on the kernel auto picks and, where that is the streaming kernel, on the
-  // split kernel too; Split / Stream: that kernel only (Stream skips methods it does not serve).
+  // split kernel too; Split / Stream: that kernel only (Stream skips the cases it refuses).
   DecodeKernel kernel = DecodeKernel::Auto;
 };
 std::vector<AttnValidationRow> validate_attention(const AttnValidateOptions& opt);
