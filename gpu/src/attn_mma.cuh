@@ -1,6 +1,6 @@
 // Tensor-core pieces of the streaming kernel's packed tiles (attn_stream.cuh, docs/FORMATS.md
 // section 9.2): codes become fp16 operands with no arithmetic (a b-bit code c in the low bits of
-// an fp16 is the subnormal c * 2^-24, exact), and the fp32 factor
+// an fp16 is the subnormal c * 2^-24, exact; an int8 code takes one f16x2 subtraction), and the fp32 factor
 // they multiply (q * key scale, p * value scale) is scaled by a power of two and split into two fp16 values,
 // hi + lo, which carry it to 2^-22 relative (section 9.3). One m16n8k16 MMA then takes 16 tokens (or
 // channels) x 16 channels (or tokens) for the 4 query heads, hi in columns 0-3 and lo in columns 4-7.
@@ -31,10 +31,13 @@ __device__ __forceinline__ uint32_t pair_bytes(uint32_t x, uint32_t y, uint32_t 
   return r;
 }
 
-// The two KB-bit codes at bit `shift` of bytes 0 and 2 of x, as an fp16 pair of subnormals.
+// The two KB-bit codes at bit `shift` of bytes 0 and 2 of x, left in place: an fp16 pair of the
+// subnormals code * 2^(shift - 24), by one LOP3 (shifting them down first took a second
+// instruction). Every operand of an MMA output row carries the same 2^shift, so the row's sum is
+// exactly 2^shift times the unshifted one; the kernel scales it back by 2^-shift (exact).
 template <int KB>
 __device__ __forceinline__ uint32_t code_pair(uint32_t x, int shift) {
-  return (x >> shift) & (((1u << KB) - 1u) * 0x00010001u);
+  return x & ((((1u << KB) - 1u) * 0x00010001u) << shift);
 }
 
 // E with max|x| * 2^E in [2^14, 2^15) (keep when max is 0: nothing to carry).
@@ -56,6 +59,16 @@ __device__ __forceinline__ uint16_t split_half(float x, int E, bool lo) {
   const float y = mul_pow2(x, E);
   const __half h = __float2half_rn(y);
   return __half_as_ushort(lo ? __float2half_rn(__fsub_rn(y, __half2float(h))) : h);
+}
+
+// The int8 codes in bytes 0 and 2 of x as an fp16 pair of their values, exactly: the bits
+// 0x6400 | (code ^ 0x80) are the fp16 1024 + code + 128, and one f16x2 subtraction of 1152 leaves
+// the code (an integer of magnitude <= 128, exact in fp16).
+__device__ __forceinline__ uint32_t int8_pair(uint32_t x) {
+  const uint32_t m = (x & 0x00FF00FFu) ^ 0x64806480u;
+  uint32_t r;
+  asm("sub.f16x2 %0, %1, %2;\n" : "=r"(r) : "r"(m), "r"(0x64806480u));
+  return r;
 }
 
 __device__ __forceinline__ uint32_t pack2(uint16_t lo_k, uint16_t hi_k) {

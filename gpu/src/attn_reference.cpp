@@ -82,7 +82,7 @@ double decode_error_bound(const float* q_head, const float* k_hat, const float* 
     const int R = shape.run_tiles, per = (ntiles + splits - 1) / splits;
     const int per_warp = R * (((per + R - 1) / R + W - 1) / W);  // tiles: runs of R, warps in turn
     const int rest = L - shape.main_tokens;
-    const int rescales = per_warp + (rest + 31) / 32 + W + splits;
+    const int rescales = per_warp + (rest + attn::kRestTokens - 1) / attn::kRestTokens + W + splits;
     const double n = (double)per_warp * tile_tokens + rest + tile_tokens / 32 + 5 + W + splits + rescales + 8;
     // p_fixed: p <= 1 split at 2^14 carries p to 2^-22 relative plus 2^-39 absolute (fp16
     // subnormal hi, lo), and the denominator is >= 1: L 2^-39 max|v| at most

@@ -82,6 +82,7 @@ const char* launch_decode(const AttnKind& kind, int D, int group, int B, const A
 // 16-byte key row; int8: 32 tokens, two MMA blocks).
 constexpr int kStreamWarps = 4;
 constexpr int kStreamMaxSlots = 32;  // Kitty: boosted key channels per page the streaming kernel stages
+constexpr int kRestTokens = 8;       // tokens of one rest chunk (sink, partial tile, residual): 4 lanes each
 KV_HD constexpr int stream_tile_tokens(int kbits) { return kbits == 8 ? 32 : kbits ? 128 / kbits : 32; }
 // Consecutive tiles a warp takes in turn (packed: 128 tokens, so 32-byte key sectors; fp16 and
 // int8: 1, int8's 4 warps then read 128-byte lines of its channel rows together).

@@ -90,14 +90,40 @@ __device__ __forceinline__ QP make_qp(GroupParams p, int allow_fast) {
   return q;
 }
 
-// Fast code of one element, as magic-biased float bits: M + code (asym), M + signed code (sym).
+// The code range [lo, hi] of a format.
 template <bool SYM, int BITS>
+__host__ __device__ constexpr float code_lo() {
+  return SYM ? -(float)((1 << (BITS - 1)) - 1) : 0.0f;
+}
+template <bool SYM, int BITS>
+__host__ __device__ constexpr float code_hi() {
+  return SYM ? (float)((1 << (BITS - 1)) - 1) : (float)((1 << BITS) - 1);
+}
+
+// Fast code of one element, as magic-biased float bits: M + code (asym), M + signed code (sym).
+// CLAMP false: only for groups that codes_in_range accepts (the clamp is then the identity).
+template <bool SYM, int BITS, bool CLAMP = true>
 __device__ __forceinline__ uint32_t biased_code(float x, const QP& p) {
-  constexpr float lo = SYM ? -(float)((1 << (BITS - 1)) - 1) : 0.0f;
-  constexpr float hi = SYM ? (float)((1 << (BITS - 1)) - 1) : (float)((1 << BITS) - 1);
   const float a = SYM ? x : __fsub_rn(x, p.zero);
-  const float q = fminf(fmaxf(fast_quot(a, p.scale, p.rcp), lo), hi);
+  float q = fast_quot(a, p.scale, p.rcp);
+  if (CLAMP) q = fminf(fmaxf(q, code_lo<SYM, BITS>()), code_hi<SYM, BITS>());
   return __float_as_uint(__fadd_rn(q, SYM ? 12582912.0f : 8388608.0f));
+}
+
+// 5. No clamp (whole groups). For a fast group with min mn and max mx, if
+//        q(mn) > lo - 1/2  and  q(mx) < hi + 1/2      (q(x) = fast_quot(a(x), s, r), a as above)
+//    then every element's q lies in (lo - 1/2, hi + 1/2), so rint(q) is in [lo, hi] and
+//    RN(q + M) == RN(clamp(q) + M): the clamp can go. Why: a(x) = x or RN(x - zero) is
+//    non-decreasing in x; where |a/s| >= 1/4, q = RN(a/s) (case B), non-decreasing in a; where
+//    |a/s| < 1/4, |q| <= 0.2502 (case A), inside the interval since lo <= 0 <= hi. So for
+//    mn <= x <= mx, q(x) <= max(0.2502, q(mx)) and q(x) >= min(-0.2502, q(mn)) (if a(mx) is in
+//    case A, every a(x)/s < 1/4 and q(x) <= 0.2502 as well). mn and mx are the group's min and
+//    max (NaN-free inputs, as for point 4; a signed zero gives the same q either way).
+template <bool SYM, int BITS>
+__device__ __forceinline__ bool codes_in_range(float mn, float mx, const QP& p) {
+  const float a0 = SYM ? mn : __fsub_rn(mn, p.zero), a1 = SYM ? mx : __fsub_rn(mx, p.zero);
+  return fast_quot(a0, p.scale, p.rcp) > code_lo<SYM, BITS>() - 0.5f &&
+         fast_quot(a1, p.scale, p.rcp) < code_hi<SYM, BITS>() + 0.5f;
 }
 // Runtime-levels variant (Kitty pages: L differs per channel); asym only.
 __device__ __forceinline__ uint32_t biased_code_levels(float x, const QP& p, float levels) {
@@ -150,6 +176,26 @@ __device__ __forceinline__ void pack_run(const float (&v)[N], const QP& p, Group
       for (int j = 0; j < PER; ++j) acc |= code_slow(v[k * PER + j], gp, BITS, SYM ? 1 : 0) << (j * BITS);
       w[k] = acc;
     }
+  }
+}
+
+// pack_run's fast branch without the clamp, for a group that codes_in_range accepts.
+template <bool SYM, int BITS, int N>
+__device__ __forceinline__ void pack_run_in_range(const float (&v)[N], const QP& p,
+                                                  uint32_t (&w)[N * BITS / 32]) {
+  constexpr int PER = 32 / BITS, NW = N * BITS / 32;
+#pragma unroll
+  for (int k = 0; k < NW; ++k) {
+    uint32_t acc = 0;
+#pragma unroll
+    for (int j = 0; j < PER; ++j) {
+      const uint32_t t = biased_code<SYM, BITS, false>(v[k * PER + j], p);
+      if (SYM)
+        acc |= (t & ((1u << BITS) - 1u)) << (j * BITS);
+      else
+        acc += t << (j * BITS);
+    }
+    w[k] = SYM ? acc : acc - magic_pack_bias<BITS>();
   }
 }
 

@@ -23,6 +23,10 @@ struct KernelConfig {
   // That cluster kernel holds each CTA's range in shared memory where it fits (64 KB for a
   // 4096-token group); false: the range is re-read from L2 (the L2 rule below).
   bool cluster_smem = true;
+  // Bytes per row of the shared-memory cluster kernel's tile: 128 (256 threads, 3 CTAs per SM on a
+  // 4096-token group) or 64 (half the channels: 128 threads, half the shared memory, 6 CTAs per
+  // SM); 0 = by input type, 64 for fp16 and 128 for fp32 (the faster of the two on the H100 for each).
+  int cluster_row_bytes = 0;
   // CTAs per SM of the L2 cluster kernel: 0 = by its L2 rule, 1 or 2 forced (bench A/B).
   int cluster_ctas_per_sm = 0;
   // Kitty radix pages: statistics by channel pairs (one load and, for fp16, HMNMX2 per pair),
@@ -69,6 +73,11 @@ constexpr KernelConfig cluster_ctas(int n) {
   c.cluster_ctas_per_sm = n;
   return c;
 }
+constexpr KernelConfig cluster_rows(int bytes) {
+  KernelConfig c;
+  c.cluster_row_bytes = bytes;
+  return c;
+}
 constexpr KernelConfig boost_single() {
   KernelConfig c;
   c.boost_pairs = false;
@@ -99,6 +108,10 @@ inline constexpr KernelVariant kKernelVariants[] = {
    "default kernels with order-key min/max: proves FMNMX/HMNMX2 give the same bytes"},
   {"two-pass",         "two-pass",    variant_configs::two_pass(),          kQuantize,               kChannel,
    "long per-channel groups in two reads (stats, then codes): the single-read cluster kernel's predecessor"},
+  {"cluster-narrow",   "cluster-narrow", variant_configs::cluster_rows(64),  kQuantize,               kChannel,
+   "shared-memory cluster kernel on 64-byte rows for both input types: 128 threads, 6 CTAs per SM (bench A/B)"},
+  {"cluster-wide",     "cluster-wide",   variant_configs::cluster_rows(128), kQuantize,               kChannel,
+   "shared-memory cluster kernel on 128-byte rows for both input types: 256 threads, 3 CTAs per SM (bench A/B)"},
   {"cluster-l2",       "cluster-l2",  variant_configs::cluster_ctas(0),     kQuantize,               kChannel,
    "single-read cluster kernel re-reading its range from L2, by its L2 rule (the shared-memory kernel's predecessor)"},
   {"cluster-1",        "cluster-1",   variant_configs::cluster_ctas(1),     kQuantize,               kChannel,
