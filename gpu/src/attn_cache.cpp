@@ -316,6 +316,8 @@ std::string stream_refusal(const DecodeCache& cache, int Hq) {
     if (int8) {  // any row length (unaligned rows are staged by byte loads)
       if ((kf.T > 0 && kf.groups != 1) || (vf.T > 0 && vf.groups != 1))
         return "int8: one scale per channel over every token (group=all)";
+      if (s.S != 0 || kf.T != s.L || vf.T != s.L) return "int8: every token packed (no fp16 rows)";
+      if (kf.row_bytes > (1 << 24) || vf.row_bytes > (1 << 24)) return "int8: at most 2^24 tokens";
       continue;
     }
     if (kitty && kf.T > 0 &&
@@ -364,6 +366,7 @@ std::vector<DecodeShape> decode_shapes(const DecodeCache::Impl& c, DecodeKernel 
       d.main_tokens = attn::stream_main_tokens(c.kind.kbits, s.L, (int)s.k.f.T, (int)s.v.f.T);
     d.mma = k == DecodeKernel::Stream && c.kind.kbits > 0;
     if (k == DecodeKernel::Stream) d.run_tiles = attn::stream_run_tiles(c.kind.kbits);
+    d.p_fixed = k == DecodeKernel::Stream && c.kind.kbits == 8;
     out.push_back(d);
   }
   return out;
@@ -390,7 +393,8 @@ int auto_splits(const DecodeCache& cache, DecodeKernel kernel) {
     int tiles = 0;
     const int tt = attn::stream_tile_tokens(c.kind.kbits);
     for (const attn::AttnSeq& s : c.seqs)
-      tiles = std::max(tiles, attn::stream_main_tokens(c.kind.kbits, s.L, (int)s.k.f.T, (int)s.v.f.T) / tt);
+      tiles = std::max(
+          tiles, (attn::stream_main_tokens(c.kind.kbits, s.L, (int)s.k.f.T, (int)s.v.f.T) + tt - 1) / tt);
     const int slots = sms * std::max(1, attn::stream_blocks_per_sm(c.kind));
     return std::max(1, std::min(slots / (c.B * c.Hkv),
                                 tiles / (attn::kStreamWarps * attn::stream_run_tiles(c.kind.kbits))));

@@ -78,13 +78,17 @@ double decode_error_bound(const float* q_head, const float* k_hat, const float* 
     return vmax * (2 * eta / (1 - eta) + 2 * gamma(n) + (3.0 * rescales + 4) * u);
   }
   if (shape.kernel == DecodeKernel::Stream) {
-    const int W = attn::kStreamWarps, ntiles = shape.main_tokens / tile_tokens;
+    const int W = attn::kStreamWarps, ntiles = (shape.main_tokens + tile_tokens - 1) / tile_tokens;
     const int R = shape.run_tiles, per = (ntiles + splits - 1) / splits;
     const int per_warp = R * (((per + R - 1) / R + W - 1) / W);  // tiles: runs of R, warps in turn
     const int rest = L - shape.main_tokens;
     const int rescales = per_warp + (rest + attn::kRestTokens - 1) / attn::kRestTokens + W + splits;
     const double n = (double)per_warp * tile_tokens + rest + tile_tokens / 32 + 5 + W + splits + rescales + 8;
-    return vmax * (2 * eta / (1 - eta) + 2 * gamma(n) + (3.0 * rescales + 4 + (shape.mma ? 8 : 0)) * u);
+    // p_fixed: p <= 1 split at 2^14 carries p to 2^-22 relative plus 2^-39 absolute (fp16
+    // subnormal hi, lo), and the denominator is >= 1: L 2^-39 max|v| at most
+    const double p_abs = shape.p_fixed ? L * std::ldexp(1.0, -15) : 0.0;
+    return vmax *
+           (2 * eta / (1 - eta) + 2 * gamma(n) + (3.0 * rescales + 4 + (shape.mma ? 8 : 0) + p_abs) * u);
   }
   const int tiles = 1 + (L + tile_tokens - 1) / tile_tokens;
   const int per_split = std::min(L, (tiles + splits - 1) / splits * tile_tokens);

@@ -1,5 +1,5 @@
-// The streaming decode kernels (attn_stream.cuh) of fp16, int8, kivi-2/4 and Kitty (2-bit) caches,
-// with and without the debug path that writes every K_hat / V_hat.
+// The streaming decode kernels (attn_stream.cuh) of fp16, kivi-2/4 and Kitty (2-bit) caches, with
+// and without the debug path that writes every K_hat / V_hat; int8's own kernel is attn_stream_int8.cu.
 #include "attn_kinds.h"
 #include "attn_stream.cuh"
 
@@ -56,7 +56,7 @@ bool launch_stream_kernel(const AttnKind& k, int B, const AttnArgs& a, cudaStrea
     case 0: return launch_kb<0, false>(a, B, s);
     case 2: return launch_kb<2, false>(a, B, s);
     case 4: return launch_kb<4, false>(a, B, s);
-    case 8: return launch_kb<8, false>(a, B, s);
+    case 8: launch_stream_int8(a, B, s); return true;
     case 102: return launch_kb<2, true>(a, B, s);
     default: return false;
   }
@@ -67,7 +67,7 @@ int stream_blocks_per_sm(const AttnKind& k) {
     case 0: return blocks_kb<0, false>();
     case 2: return blocks_kb<2, false>();
     case 4: return blocks_kb<4, false>();
-    case 8: return blocks_kb<8, false>();
+    case 8: return stream_int8_blocks_per_sm();
     case 102: return blocks_kb<2, true>();
     default: return 0;
   }

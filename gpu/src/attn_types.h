@@ -84,13 +84,18 @@ constexpr int kStreamWarps = 4;
 constexpr int kStreamMaxSlots = 32;  // Kitty: boosted key channels per page the streaming kernel stages
 constexpr int kRestTokens = 8;       // tokens of one rest chunk (sink, partial tile, residual): 4 lanes each
 KV_HD constexpr int stream_tile_tokens(int kbits) { return kbits == 8 ? 32 : kbits ? 128 / kbits : 32; }
-// Consecutive tiles a warp takes in turn (packed: 128 tokens, so 32-byte key sectors; fp16: 1).
-KV_HD constexpr int stream_run_tiles(int kbits) { return kbits ? 128 / stream_tile_tokens(kbits) : 1; }
+// Consecutive tiles a warp takes in turn (packed: 128 tokens, so 32-byte key sectors; fp16 and
+// int8: 1, int8's 4 warps then read 128-byte lines of its channel rows together).
+KV_HD constexpr int stream_run_tiles(int kbits) {
+  return kbits && kbits != 8 ? 128 / stream_tile_tokens(kbits) : 1;
+}
 // Tokens of a sequence in the staged tiles: [main_begin, main_begin + stream_main_tokens); the
-// rest (sink, residual, a last partial tile) go token by token.
+// rest (sink, residual, a last partial tile) go token by token. int8 (attn_stream_int8.cu):
+// every token, the last tile partial.
 KV_HD int stream_main_begin(int kbits, int S) { return kbits ? S : 0; }
 KV_HD int stream_main_tokens(int kbits, int L, int kq, int vq) {
   const int tt = stream_tile_tokens(kbits);
+  if (kbits == 8) return L;
   return kbits ? (kq < vq ? kq : vq) / tt * tt : L / tt * tt;
 }
 // Streaming kernel then combine; "" or why it does not serve. Blocks of it one SM holds: 0 when

@@ -118,6 +118,7 @@ std::vector<AttnValidationRow> validate_attention(const AttnValidateOptions& opt
     cases.push_back({32, 8, 128, {4133, 9000}, 0});
     cases.push_back({32, 8, 128, {4133, 9000}, 1});
     cases.push_back({32, 8, 128, {20000}, 7});
+    cases.push_back({32, 8, 128, {4112, 48}, 3});  // 16-byte rows whose last tile is partial (int8)
   }
   std::mt19937_64 rng(opt.seed);
   std::vector<AttnValidationRow> rows;

@@ -146,6 +146,24 @@ TEST(GpuAttention, CodebookSpecTextAndBound) {
             decode_error_bound(q.data(), k.data(), v.data(), 32, D, one));
 }
 
+// Host side of the int8 streaming kernel's bound (no GPU needed): the fixed-exponent p split
+// adds exactly L 2^-39 max|v| to the same shape's bound (docs/FORMATS.md 9.3).
+TEST(GpuAttention, Int8StreamBoundAddsThePSplitTerm) {
+  const int L = 4112, D = 128;  // the last of its 129 tiles partial
+  std::vector<float> q(D, 0.5f), k((size_t)L * D, 1.0f), v((size_t)L * D, 2.0f), zero((size_t)L * D, 0.0f);
+  DecodeShape s;
+  s.kernel = DecodeKernel::Stream;
+  s.tile_tokens = 32;
+  s.main_tokens = L;
+  s.mma = true;
+  s.splits = 3;
+  const double plain = decode_error_bound(q.data(), k.data(), v.data(), L, D, s, zero.data(), zero.data());
+  s.p_fixed = true;
+  const double fixed = decode_error_bound(q.data(), k.data(), v.data(), L, D, s, zero.data(), zero.data());
+  EXPECT_GT(plain, 0.0);
+  EXPECT_NEAR(fixed - plain, 2.0 * L * std::ldexp(1.0, -39), 1e-6 * (fixed - plain));
+}
+
 // CQ-4c8b's kernel is a cluster of two blocks that add each other's partial logits, received
 // through distributed shared memory (st.async + mbarrier). A missing or misplaced wait there
 // reads a stale or unwritten slot: logits off by a whole partial sum (outside the bound) that

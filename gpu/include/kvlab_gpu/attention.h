@@ -90,11 +90,12 @@ struct DecodeOptions {
 struct DecodeShape {
   DecodeKernel kernel = DecodeKernel::Split;  // Split, Stream or Codebook
   int splits = 1;
-  int tile_tokens = 0;  // the kernel's tile
-  int main_tokens = 0;  // Stream: tokens in staged tiles (the rest go one by one)
-  bool mma = false;     // Stream over a packed cache: the staged tiles run on tensor cores
-  int run_tiles = 1;    // Stream: consecutive tiles a warp takes in turn
-  int warps = 8;        // Codebook: warps per block, each over its own tiles
+  int tile_tokens = 0;   // the kernel's tile
+  int main_tokens = 0;   // Stream: tokens in staged tiles (the rest go one by one)
+  bool mma = false;      // Stream over a packed cache: the staged tiles run on tensor cores
+  int run_tiles = 1;     // Stream: consecutive tiles a warp takes in turn
+  bool p_fixed = false;  // Stream int8: p split at the fixed exponent 2^14 (FORMATS.md 9.3)
+  int warps = 8;         // Codebook: warps per block, each over its own tiles
 };
 struct DecodeResult {
   std::vector<float> out;           // (B, Hq, D)
