@@ -61,6 +61,16 @@ __device__ __forceinline__ uint16_t split_half(float x, int E, bool lo) {
   return __half_as_ushort(lo ? __float2half_rn(__fsub_rn(y, __half2float(h))) : h);
 }
 
+// The int8 codes in bytes 0 and 2 of x as an fp16 pair of their values, exactly: the bits
+// 0x6400 | (code ^ 0x80) are the fp16 1024 + code + 128, and one f16x2 subtraction of 1152 leaves
+// the code (an integer of magnitude <= 128, exact in fp16).
+__device__ __forceinline__ uint32_t int8_pair(uint32_t x) {
+  const uint32_t m = (x & 0x00FF00FFu) ^ 0x64806480u;
+  uint32_t r;
+  asm("sub.f16x2 %0, %1, %2;\n" : "=r"(r) : "r"(m), "r"(0x64806480u));
+  return r;
+}
+
 __device__ __forceinline__ uint32_t pack2(uint16_t lo_k, uint16_t hi_k) {
   return lo_k | ((uint32_t)hi_k << 16);
 }

@@ -1,5 +1,5 @@
-// The streaming decode kernels (attn_stream.cuh) of fp16, kivi-2/4 and Kitty (2-bit) caches, with
-// and without the debug path that writes every K_hat / V_hat; int8's own kernel is attn_stream_int8.cu.
+// The streaming decode kernels (attn_stream.cuh) of fp16, int8, kivi-2/4 and Kitty (2-bit) caches,
+// with and without the debug path that writes every K_hat / V_hat.
 #include "attn_kinds.h"
 #include "attn_stream.cuh"
 

@@ -6,8 +6,8 @@
 // merges its warps into one split partial (combine_splits then merges the splits).
 // fp16 tiles and the token-by-token rest: every K_hat / V_hat is core's fp32 value (recipe:
 // code * scale + zero, no FMA; fp16 exactly), logits and P V fp32 FMA chains. Packed tiles
-// (kivi, Kitty): codes times q * scale and p * scale on tensor cores, zeros apart (attn_mma.cuh,
-// docs/FORMATS.md 9.2, 9.3). int8 has its own kernel (attn_stream_int8.cu).
+// (kivi, int8): codes times q * scale and p * scale (int8: p, its per-channel value scale then
+// scales the output column) on tensor cores, zeros apart (attn_mma.cuh, docs/FORMATS.md 9.2, 9.3).
 #pragma once
 #include <cuda_fp16.h>
 
@@ -16,32 +16,36 @@
 #include "attn_mma.cuh"
 #include "attn_types.h"
 #include "kvlab/half.h"
+#include "kvlab/recipe.h"
 
 namespace kvlab::gpu::attn {
 
 constexpr int kSD = 128, kSG = 4;  // head dim, query heads per KV head
 
 // Shared memory of one warp: two stages of (key tile, value tile), the tile's probabilities,
-// and (kivi) the key parameters per channel and value parameters per token as fp32 (int8 has its
-// own kernel, attn_stream_int8.cu). Kitty (BO): the key tile's
+// and (kivi) the key parameters per channel and value parameters per token as fp32. int8 (CH):
+// values channel-major like the keys, one symmetric scale per channel over every token, so no
+// per-tile parameters (the scales fold into q and into the output). Kitty (BO): the key tile's
 // low plane as kivi-2's codes, then up to kMaxSlots rows of the page's high plane (boosted slots).
 constexpr int kMaxSlots = kStreamMaxSlots;
 template <int KB, bool BO = false>
 struct StreamGeo {
-  static_assert(KB != 8, "int8 runs on attn_stream_int8.cu");
+  static constexpr bool CH = KB == 8;
   static constexpr int TT = stream_tile_tokens(KB);
   static constexpr int TPL = TT / 32;                // key tokens per lane in the logits
-  static constexpr int KROW = KB ? TT * KB / 8 : 0;  // bytes of one channel's codes in a tile (16)
+  static constexpr int KROW = KB ? TT * KB / 8 : 0;  // bytes of one channel's codes in a tile (16; int8 32)
   static constexpr int KBYTES = KB ? kSD * KROW : TT * kSD * 2;
-  static constexpr int VROW = KB ? kSD * KB / 8 : kSD * 2;  // bytes of one value row (token)
-  static constexpr int VBYTES = TT * VROW;
+  static constexpr int VROW = CH   ? TT
+                              : KB ? kSD * KB / 8
+                                   : kSD * 2;  // bytes of one value row (token; int8 channel)
+  static constexpr int VBYTES = CH ? kSD * VROW : TT * VROW;
   static constexpr int HBYTES = BO ? kMaxSlots * KROW : 0;  // high plane rows (slots)
   static constexpr int VOFF = KBYTES + HBYTES;              // value tile in a stage
   static constexpr int STAGE = VOFF + VBYTES;
-  static constexpr int PARAMS = (KB ? (kSD + TT) * 8 : 0) + (BO ? kMaxSlots : 0);  // + slot -> channel
+  static constexpr int PARAMS = (KB && !CH ? (kSD + TT) * 8 : 0) + (BO ? kMaxSlots : 0);  // + slot -> channel
   static constexpr int WARP = 2 * STAGE + TT * kSG * 4 + PARAMS;
   static constexpr int SMEM = kSD * kSG * 4 + kStreamWarps * WARP;
-  static_assert(KB == 0 || KROW == 16, "the MMA fragments read 16-byte key rows");
+  static_assert(KB == 0 || KROW == (CH ? 32 : 16), "the MMA fragments read 16-byte key rows (int8: 32)");
 };
 
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
@@ -52,6 +56,16 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// 16 bytes into shared memory: cp.async, or byte loads where the global rows are not 16-byte
+// aligned (int8 rows are L bytes long: any L is served, aligned rows at full speed).
+__device__ __forceinline__ void copy16(void* smem, const uint8_t* g, bool async) {
+  if (async) {
+    cp_async16(smem, g);
+    return;
+  }
+  for (int i = 0; i < 16; ++i) static_cast<uint8_t*>(smem)[i] = __ldg(g + i);
 }
 
 // (float)code for code < 2^23 by the 2^23 magic number (LOP + FADD; I2F runs at quarter rate).
@@ -82,15 +96,17 @@ struct StreamWarp {
   float2 *kpar, *vpar;
   uint8_t* slot_ch;  // Kitty: the channel of each boosted slot of the current page
   int h, lane, mb, gid, tig;
+  bool async_ok;                      // int8: both roles' rows 16-byte aligned (kivi: always, stream_refusal)
   float m[kSG], l[kSG], acc[kSG][4];  // the lane's channels 4 lane .. 4 lane + 3
   // Packed tiles on tensor cores (attn_mma.cuh). P V: oacc[m] is the MMA fragment of channels
   // 16 gid + 2m (+1) and columns 2 tig (+1) (tig < 2: hi of heads 2 tig, 2 tig + 1; else lo),
-  // in units of 2^(CX - evc) per column head; pz: sum p * value
+  // in units of 2^(CX - evc) per column head (int8: channels 16m + gid, + 8); pz: sum p * value
   // zero per head. Logits: the key operand of the current key group (kfrag, exponent of its
   // split, bias q . zero).
   static constexpr int NM = KB ? TT / 16 : 1;
-  // Codes times the MMA's factors come out in units of 2^-CX: kivi codes are subnormals (2^-24 each).
-  static constexpr int CX = 24;
+  // Codes times the MMA's factors come out in units of 2^-CX: kivi codes are subnormals (2^-24 each),
+  // int8 codes their integer values.
+  static constexpr int CX = G::CH ? 0 : 24;
   float oacc[8][4], pz[kSG], rescale[kSG];
   int evc[2], ev_own;
   uint32_t kfrag[8][2];
@@ -114,6 +130,10 @@ struct StreamWarp {
     gid = lane >> 2;
     tig = lane & 3;
     mb = stream_main_begin(KB, s.S);
+    auto al = [](const void* p, int64_t row) {
+      return ((reinterpret_cast<uintptr_t>(p) | (uintptr_t)row) & 15) == 0;
+    };
+    async_ok = !G::CH || (al(s.k.codes, s.k.f.row_bytes) && al(s.v.codes, s.v.f.row_bytes));
     if constexpr (KB > 0) {
       for (int x = 0; x < 8; ++x)
         for (int i = 0; i < 4; ++i) oacc[x][i] = 0.0f;
@@ -151,11 +171,19 @@ struct StreamWarp {
       } else {
         const uint8_t* kb = sq.k.codes + (int64_t)h * kSD * kf.row_bytes + (int64_t)r0 * KB / 8;
         for (int j = lane; j < kSD * CK; j += 32)
-          cp_async16(s + (j / CK) * G::KROW + (j % CK) * 16,
-                     kb + (int64_t)(j / CK) * kf.row_bytes + (j % CK) * 16);
+          copy16(s + (j / CK) * G::KROW + (j % CK) * 16,
+                 kb + (int64_t)(j / CK) * kf.row_bytes + (j % CK) * 16, async_ok);
       }
-      const uint8_t* vb = sq.v.codes + ((int64_t)h * sq.v.f.T + r0) * G::VROW;
-      for (int j = lane; j < G::VBYTES / 16; j += 32) cp_async16(s + G::VOFF + j * 16, vb + j * 16);
+      if constexpr (G::CH) {  // value rows are channels too
+        const int64_t vr = sq.v.f.row_bytes;
+        const uint8_t* vb = sq.v.codes + (int64_t)h * kSD * vr + r0;
+        for (int j = lane; j < kSD * CK; j += 32)
+          copy16(s + G::VOFF + (j / CK) * G::VROW + (j % CK) * 16, vb + (j / CK) * vr + (j % CK) * 16,
+                 async_ok);
+      } else {
+        const uint8_t* vb = sq.v.codes + ((int64_t)h * sq.v.f.T + r0) * G::VROW;
+        for (int j = lane; j < G::VBYTES / 16; j += 32) cp_async16(s + G::VOFF + j * 16, vb + j * 16);
+      }
     } else {
       const int64_t rows = sq.L;  // fp16 method: row t is token t
       const uint16_t* kb = sq.k_fp + ((int64_t)h * rows + r0) * kSD;
@@ -236,7 +264,8 @@ struct StreamWarp {
         oacc[x][2] = __fmul_rn(oacc[x][2], f0);
         oacc[x][3] = __fmul_rn(oacc[x][3], f1);
       }
-      for (int g = 0; g < kSG; ++g) pz[g] = __fmul_rn(pz[g], rescale[g]);
+      if constexpr (!G::CH)
+        for (int g = 0; g < kSG; ++g) pz[g] = __fmul_rn(pz[g], rescale[g]);
     }
     __syncwarp();
   }
@@ -247,22 +276,31 @@ struct StreamWarp {
 
   // Key tokens of rows gid and gid + 8 of key M-block x (tokens of the tile): the lane reads byte
   // gid & 3 of words 2 (gid >> 2) + e of its channels' rows, each byte TB = 8 / KB tokens.
+  // int8: the lane reads word gid of its rows (tokens 4 gid .. 4 gid + 3), block x rows gid and
+  // gid + 8 are tokens 4 gid + 2x and 4 gid + 2x + 1.
   __device__ __forceinline__ int key_token(int x) const {
-    constexpr int TB = 8 / (KB ? KB : 1), H = TB / 2;
+    if constexpr (G::CH) return 4 * gid + 2 * x;
+    constexpr int TB = 8 / (KB < 8 ? KB : 1), H = TB / 2;
     return (2 * (gid >> 2) + x / H) * (32 / KB) + (gid & 3) * TB + 2 * (x % H);
   }
   // kivi tiles: code_pair leaves the codes of M-block x, row `row` (0: fragment row gid, 1: gid + 8)
   // at this bit, so that row of the MMA's sums is 2^row_shift too large (attn_mma.cuh).
   __host__ __device__ static constexpr int row_shift(int x, int row) {
-    return KB ? 2 * KB * (x % (4 / KB)) + KB * row : 0;
+    return KB && !G::CH ? 2 * KB * (x % (4 / KB)) + KB * row : 0;
   }
   // Channel of the key operand's register half r of channel block kb (the MMA's k index
-  // 2 tig + (r & 1) + 8 (r >> 1)).
+  // 2 tig + (r & 1) + 8 (r >> 1)); int8 permutes k so that the 4 tig lanes read 4 consecutive
+  // 32-byte rows (distinct banks): index 2 tig + j + 8 i is channel tig + 4 j + 8 i.
   __device__ __forceinline__ int key_chan(int kb, int r) const {
-    return 16 * kb + 2 * tig + (r & 1) + 8 * (r >> 1);
+    return G::CH ? 16 * kb + tig + 4 * (r & 1) + 8 * (r >> 1) : 16 * kb + 2 * tig + (r & 1) + 8 * (r >> 1);
   }
-  // Key scale of channel c for the current group.
-  __device__ __forceinline__ float kscale(int c) const { return kpar[c].x; }
+  // Key scale of channel c for the current group (int8: one per channel, from global memory).
+  __device__ __forceinline__ float kscale(int c) const {
+    if constexpr (G::CH)
+      return sparam(sq.k.scale, ((int64_t)h * kSD + c) * sq.k.f.groups, sq.k.f.half_params);
+    else
+      return kpar[c].x;
+  }
 
   // The key operand of key group kg: q * scale per channel as hi / lo fp16 (this lane: head
   // gid & 3, lo when gid >= 4; channels 16 kb + 2 tig (+1, +8, +9)), the exponent of the split and
@@ -281,7 +319,7 @@ struct StreamWarp {
       for (int r = 0; r < 4; ++r) {
         const int c = key_chan(kb, r);
         mx = fmaxf(mx, fabsf(qs(kb, r)));
-        bz = __fmaf_rn(sQ[c][g], kpar[c].y, bz);
+        if constexpr (!G::CH) bz = __fmaf_rn(sQ[c][g], kpar[c].y, bz);  // int8: symmetric, no zero
       }
     for (int off = 1; off < 4; off <<= 1) {
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
@@ -374,6 +412,31 @@ struct StreamWarp {
     return (s[G::KBYTES + slot * G::KROW + t / 4] >> (2 * (t % 4))) & 3u;
   }
 
+  // Logits of a staged int8 tile: the lane reads word gid (tokens 4 gid ..) of rows key_chan(kb, r);
+  // a register pairs byte 2x (+1) of two rows (channels key_chan(kb, 2i), key_chan(kb, 2i + 1)).
+  __device__ __forceinline__ void key_mma_int8(const unsigned char* s, int t0, float (&lc)[NM][4]) {
+#pragma unroll
+    for (int kb = 0; kb < 8; ++kb) {
+      uint32_t w[4];
+      for (int r = 0; r < 4; ++r)
+        w[r] = *reinterpret_cast<const uint32_t*>(s + key_chan(kb, r) * G::KROW + 4 * gid);
+#pragma unroll
+      for (int x = 0; x < NM; ++x) {
+        const uint32_t a[4] = {
+            int8_pair(pair_bytes(w[0], w[1], 2 * x)), int8_pair(pair_bytes(w[0], w[1], 2 * x + 1)),
+            int8_pair(pair_bytes(w[2], w[3], 2 * x)), int8_pair(pair_bytes(w[2], w[3], 2 * x + 1))};
+        if (DBG)
+          for (int r = 0; r < 4; ++r)
+            for (int hi = 0; hi < 2; ++hi) {
+              const int c = key_chan(kb, hi + 2 * (r >> 1)), t = key_token(x) + (r & 1);
+              const float code = __half2float(__ushort_as_half((uint16_t)(a[r] >> (16 * hi))));
+              dbg_row(dbg_k, t0 + t)[c] = __fmul_rn(code, kscale(c));  // == KvlabRecipe::sym_dequant
+            }
+        mma16816(lc[x], a[0], a[1], a[2], a[3], kfrag[kb][0], kfrag[kb][1]);
+      }
+    }
+  }
+
   // P V of a staged kivi tile: the lane's 16 channels 16 gid .. of token rows 16 kb + 2 tig (+1,
   // +8, +9); M-block x holds channels 16 gid + 2x (row gid) and + 1 (row gid + 8).
   __device__ __forceinline__ void value_mma_kivi(const unsigned char* sv, int t0,
@@ -410,25 +473,59 @@ struct StreamWarp {
     }
   }
 
+  // Value scale of channel c (int8: one per channel over every token).
+  __device__ __forceinline__ float vscale(int c) const {
+    return sparam(sq.v.scale, ((int64_t)h * kSD + c) * sq.v.f.groups, sq.v.f.half_params);
+  }
+
+  // P V of a staged int8 tile (channel rows): M-block x is channels 16x + gid (rows gid) and + 8;
+  // the lane reads 8 bytes (tokens 8 tig ..) of each, word kb for k block kb; a word's bytes 0, 2
+  // are k indices 2 tig, 2 tig + 1 and bytes 1, 3 are 2 tig + 8, + 9 (value_token).
+  __device__ __forceinline__ void value_mma_int8(const unsigned char* sv, int t0,
+                                                 const uint32_t (&vb)[NM][2]) {
+#pragma unroll
+    for (int x = 0; x < 8; ++x) {
+      const uint2 w0 = *reinterpret_cast<const uint2*>(sv + (16 * x + gid) * G::VROW + 8 * tig);
+      const uint2 w1 = *reinterpret_cast<const uint2*>(sv + (16 * x + gid + 8) * G::VROW + 8 * tig);
+#pragma unroll
+      for (int kb = 0; kb < NM; ++kb) {
+        const uint32_t u0 = kb ? w0.y : w0.x, u1 = kb ? w1.y : w1.x;
+        const uint32_t a[4] = {int8_pair(u0), int8_pair(u1), int8_pair(u0 >> 8), int8_pair(u1 >> 8)};
+        if (DBG)
+          for (int r = 0; r < 4; ++r)
+            for (int hi = 0; hi < 2; ++hi) {
+              const int c = 16 * x + gid + 8 * (r & 1), t = value_token(kb, 2 * (r >> 1) + hi);
+              const float code = __half2float(__ushort_as_half((uint16_t)(a[r] >> (16 * hi))));
+              dbg_row(dbg_v, t0 + t)[c] = __fmul_rn(code, vscale(c));
+            }
+        mma16816(oacc[x], a[0], a[1], a[2], a[3], vb[kb][0], vb[kb][1]);
+      }
+    }
+  }
+
   // Token of the value operand's register half r (k index 2 tig + (r & 1) + 8 (r >> 1)) of k block kb.
   __device__ __forceinline__ int value_token(int kb, int r) const {
-    return 16 * kb + 2 * tig + (r & 1) + 8 * (r >> 1);
+    return G::CH ? 8 * tig + 4 * kb + 2 * (r & 1) + (r >> 1) : 16 * kb + 2 * tig + (r & 1) + 8 * (r >> 1);
   }
 
   // One staged packed tile on tensor cores: logits (codes x key operand + bias) into sP, the
-  // online softmax, then P V (codes x (p * value scale) + sum p * value zero).
+  // online softmax, then P V (codes x (p * value scale) + sum p * value zero; int8: codes x p, the
+  // scale applied to the output column in add_mma).
   __device__ __forceinline__ void mma_tile(int tile, const unsigned char* s) {
     const int t0 = mb + tile * TT;
     const int64_t kg = (int64_t)tile * TT / sq.k.f.G;
-    if (kg != kg_cur) {
+    if (!G::CH && kg != kg_cur) {  // int8: one group, built before the loop (fewer live registers)
       key_group();
       kg_cur = kg;
     }
     float lc[NM][4];
     for (int x = 0; x < NM; ++x)
       for (int i = 0; i < 4; ++i) lc[x][i] = 0.0f;
-    key_mma_kivi(s, t0, lc);
-    // hi + lo (columns n and n + 4 sit in lanes tig and tig ^ 2), times 2^(CX - E), plus q . zero
+    if constexpr (G::CH)
+      key_mma_int8(s, t0, lc);
+    else
+      key_mma_kivi(s, t0, lc);
+      // hi + lo (columns n and n + 4 sit in lanes tig and tig ^ 2), times 2^(CX - E), plus q . zero
 #pragma unroll
     for (int x = 0; x < NM; ++x) {
       float v[4];
@@ -436,7 +533,7 @@ struct StreamWarp {
       if (tig < 2) {
         const int t = key_token(x);
         for (int i = 0; i < 4; ++i) {  // kivi: kesc times 2^-row_shift (a power of two: exact)
-          const float f = __fmul_rn(kesc[i & 1], 1.0f / (1 << row_shift(x, i >> 1)));
+          const float f = G::CH ? kesc[i & 1] : __fmul_rn(kesc[i & 1], 1.0f / (1 << row_shift(x, i >> 1)));
           sP[t + (i >> 1)][2 * tig + (i & 1)] = __fmaf_rn(v[i], f, kbias[i & 1]);
         }
       }
@@ -457,17 +554,22 @@ struct StreamWarp {
       for (int r = 0; r < 4; ++r) {
         const int t = value_token(kb, r);
         const float p = sP[t][g];
-        const float2 par = vpar[t];
-        xv[kb][r] = __fmul_rn(p, par.x);
-        zs = __fmaf_rn(p, par.y, zs);
+        if constexpr (G::CH) {
+          xv[kb][r] = p;
+        } else {
+          const float2 par = vpar[t];
+          xv[kb][r] = __fmul_rn(p, par.x);
+          zs = __fmaf_rn(p, par.y, zs);
+        }
         mx = fmaxf(mx, fabsf(xv[kb][r]));
       }
     for (int off = 1; off < 4; off <<= 1) {
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-      zs = __fadd_rn(zs, __shfl_xor_sync(0xffffffffu, zs, off));
+      if constexpr (!G::CH) zs = __fadd_rn(zs, __shfl_xor_sync(0xffffffffu, zs, off));
     }
     ev_own = split_exponent(mx, ev_own);
-    for (int gg = 0; gg < kSG; ++gg) pz[gg] = __fadd_rn(pz[gg], __shfl_sync(0xffffffffu, zs, 4 * gg));
+    if constexpr (!G::CH)
+      for (int gg = 0; gg < kSG; ++gg) pz[gg] = __fadd_rn(pz[gg], __shfl_sync(0xffffffffu, zs, 4 * gg));
     for (int i = 0; i < 2; ++i) {
       const int en = __shfl_sync(0xffffffffu, ev_own, 4 * (2 * (tig & 1) + i));
       const float f = mul_pow2(1.0f, en - evc[i]);  // exact: the accumulator moves to the new units
@@ -483,19 +585,29 @@ struct StreamWarp {
       vb[kb][0] = pack2(split_half(xv[kb][0], ev_own, gid >= 4), split_half(xv[kb][1], ev_own, gid >= 4));
       vb[kb][1] = pack2(split_half(xv[kb][2], ev_own, gid >= 4), split_half(xv[kb][3], ev_own, gid >= 4));
     }
-    value_mma_kivi(s + G::VOFF, t0, vb);
+    if constexpr (G::CH)
+      value_mma_int8(s + G::VOFF, t0, vb);
+    else
+      value_mma_kivi(s + G::VOFF, t0, vb);
     __syncwarp();
   }
 
-  // Adds the tensor-core sums to the warp's merged output mo[g][c] (hi + lo, back to fp32 units).
+  // Adds the tensor-core sums to the warp's merged output mo[g][c] (hi + lo, back to fp32 units;
+  // int8: times the channel's value scale, one FMA).
   __device__ __forceinline__ void add_mma(float* mo) const {
     for (int x = 0; x < 8; ++x) {
       float v[4];
       for (int i = 0; i < 4; ++i) v[i] = __fadd_rn(oacc[x][i], __shfl_xor_sync(0xffffffffu, oacc[x][i], 2));
       if (tig < 2)
         for (int i = 0; i < 4; ++i) {
-          float* o = mo + (2 * tig + (i & 1)) * kSD + 16 * gid + 2 * x + (i >> 1);
-          *o = __fmaf_rn(v[i], mul_pow2(1.0f, 24 - evc[i & 1] - row_shift(x, i >> 1)), *o);
+          if constexpr (G::CH) {
+            const int c = 16 * x + gid + 8 * (i >> 1);
+            float* o = mo + (2 * tig + (i & 1)) * kSD + c;
+            if (sq.v.f.T > 0) *o = __fmaf_rn(mul_pow2(v[i], -evc[i & 1]), vscale(c), *o);
+          } else {
+            float* o = mo + (2 * tig + (i & 1)) * kSD + 16 * gid + 2 * x + (i >> 1);
+            *o = __fmaf_rn(v[i], mul_pow2(1.0f, 24 - evc[i & 1] - row_shift(x, i >> 1)), *o);
+          }
         }
     }
   }
@@ -578,6 +690,9 @@ struct StreamWarp {
   __device__ __forceinline__ float khat_packed(int64_t r, int c) const {
     const PackedLayout& f = sq.k.f;
     const int64_t row = (int64_t)h * kSD + c;
+    if constexpr (G::CH)
+      return KvlabRecipe::sym_dequant(__ldg(sq.k.codes + row * f.row_bytes + r),
+                                      {sparam(sq.k.scale, row * f.groups + r / f.G, f.half_params), 0.0f}, 8);
     if constexpr (BO) {  // page p, token o of it: low plane row c, high plane row slot
       const int64_t p = r / f.G, o = r % f.G, rb = packed_bytes(f.page_tokens(p), KB);
       const int64_t i = ((int64_t)h * f.groups + p) * kSD + c;
@@ -600,6 +715,12 @@ struct StreamWarp {
   }
   __device__ __forceinline__ float vhat_packed(int64_t r, int c) const {
     const PackedLayout& f = sq.v.f;
+    if constexpr (G::CH) {  // channel rows, like the keys
+      const int64_t crow = (int64_t)h * kSD + c;
+      return KvlabRecipe::sym_dequant(__ldg(sq.v.codes + crow * f.row_bytes + r),
+                                      {sparam(sq.v.scale, crow * f.groups + r / f.G, f.half_params), 0.0f},
+                                      8);
+    }
     const int64_t row = (int64_t)h * f.T + r;
     const uint32_t code =
         (__ldg(sq.v.codes + row * f.row_bytes + c * KB / 8) >> (c * KB % 8)) & ((1u << KB) - 1u);
@@ -707,7 +828,9 @@ struct StreamWarp {
 };
 
 template <int KB, bool DBG, bool BO = false>
-__global__ void __launch_bounds__(kStreamWarps * 32, KB ? 4 : 1) decode_stream(AttnArgs a) {
+__global__ void __launch_bounds__(kStreamWarps * 32, KB == 8 ? 3
+                                                     : KB    ? 4
+                                                             : 1) decode_stream(AttnArgs a) {
   using G = StreamGeo<KB, BO>;
   constexpr int TT = G::TT;
   extern __shared__ __align__(16) unsigned char smem[];
@@ -736,10 +859,12 @@ __global__ void __launch_bounds__(kStreamWarps * 32, KB ? 4 : 1) decode_stream(A
   int tile = tile_of(0);
   if (tile < te) w.issue(tile, w.stage(0));
   cp_async_commit();
+  if constexpr (G::CH)
+    if (tile < te) w.key_group();
   for (int k = 0; tile < te; ++k, tile = tile_of(k)) {
     if (tile_of(k + 1) < te) w.issue(tile_of(k + 1), w.stage((k + 1) & 1));
     cp_async_commit();
-    if constexpr (KB > 0) w.load_params(tile);
+    if constexpr (KB > 0 && !G::CH) w.load_params(tile);
     cp_async_wait<1>();
     __syncwarp();
     w.tile(tile, w.stage(k & 1));
