@@ -827,6 +827,35 @@ struct StreamWarp {
   }
 };
 
+// After __syncthreads: the block's warps, each of which left its unnormalized output [kSG][kSD],
+// then m[kSG], l[kSG] at the start of its `warp_bytes` area of `warps`, merged in warp order into
+// this split's partial (max, sum, unnormalized output). Shared by the streaming kernels.
+__device__ __forceinline__ void merge_warp_partials(const unsigned char* warps, int warp_bytes,
+                                                    const AttnArgs& a, int b, int h, int split) {
+  for (int i = threadIdx.x; i < kSG * kSD; i += blockDim.x) {
+    const int g = i / kSD, c = i % kSD;
+    const float* wm[kStreamWarps];
+    float M2 = -__builtin_huge_valf();
+    for (int x = 0; x < kStreamWarps; ++x) {
+      wm[x] = reinterpret_cast<const float*>(warps + x * warp_bytes);
+      M2 = fmaxf(M2, wm[x][kSG * kSD + g]);
+    }
+    float o = 0.0f, lsum = 0.0f;
+    if (M2 != -__builtin_huge_valf())
+      for (int x = 0; x < kStreamWarps; ++x) {
+        const float e = exp2f(__fsub_rn(wm[x][kSG * kSD + g], M2));
+        o = __fmaf_rn(e, wm[x][g * kSD + c], o);
+        lsum = __fmaf_rn(e, wm[x][kSG * kSD + kSG + g], lsum);
+      }
+    const int64_t row = ((int64_t)b * a.Hkv * kSG + h * kSG + g) * a.splits + split;
+    a.part_o[row * kSD + c] = o;
+    if (c == 0) {
+      a.part_ml[row * 2] = M2;
+      a.part_ml[row * 2 + 1] = lsum;
+    }
+  }
+}
+
 template <int KB, bool DBG, bool BO = false>
 __global__ void __launch_bounds__(kStreamWarps * 32, KB == 8 ? 3
                                                      : KB    ? 4
@@ -886,28 +915,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, KB == 8 ? 3
       mo[kSG * kSD + kSG + g] = w.l[g];
     }
   __syncthreads();
-  for (int i = tid; i < kSG * kSD; i += blockDim.x) {
-    const int g = i / kSD, c = i % kSD;
-    const float* wm[kStreamWarps];
-    float M2 = -__builtin_huge_valf();
-    for (int x = 0; x < kStreamWarps; ++x) {
-      wm[x] = reinterpret_cast<const float*>(smem + kSD * kSG * 4 + x * G::WARP);
-      M2 = fmaxf(M2, wm[x][kSG * kSD + g]);
-    }
-    float o = 0.0f, lsum = 0.0f;
-    if (M2 != -__builtin_huge_valf())
-      for (int x = 0; x < kStreamWarps; ++x) {
-        const float e = exp2f(__fsub_rn(wm[x][kSG * kSD + g], M2));
-        o = __fmaf_rn(e, wm[x][g * kSD + c], o);
-        lsum = __fmaf_rn(e, wm[x][kSG * kSD + kSG + g], lsum);
-      }
-    const int64_t row = ((int64_t)b * a.Hkv * kSG + h * kSG + g) * a.splits + split;
-    a.part_o[row * kSD + c] = o;
-    if (c == 0) {
-      a.part_ml[row * 2] = M2;
-      a.part_ml[row * 2 + 1] = lsum;
-    }
-  }
+  merge_warp_partials(smem + kSD * kSG * 4, G::WARP, a, b, h, split);
 }
 
 }  // namespace kvlab::gpu::attn

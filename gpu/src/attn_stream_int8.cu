@@ -365,29 +365,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2) decode_stream_int8(AttnA
   float* mo = reinterpret_cast<float*>(wmem);
   w.finish(mo);
   __syncthreads();
-  // merge the warps in warp order into this split's partial (max, sum, unnormalized output)
-  for (int i = tid; i < kSG * kSD; i += blockDim.x) {
-    const int g = i / kSD, c = i % kSD;
-    const float* wm[kStreamWarps];
-    float M2 = -__builtin_huge_valf();
-    for (int x = 0; x < kStreamWarps; ++x) {
-      wm[x] = reinterpret_cast<const float*>(smem + kSD * kSG * 4 + x * kWarpBytes);
-      M2 = fmaxf(M2, wm[x][kSG * kSD + g]);
-    }
-    float o = 0.0f, lsum = 0.0f;
-    if (M2 != -__builtin_huge_valf())
-      for (int x = 0; x < kStreamWarps; ++x) {
-        const float e = exp2f(__fsub_rn(wm[x][kSG * kSD + g], M2));
-        o = __fmaf_rn(e, wm[x][g * kSD + c], o);
-        lsum = __fmaf_rn(e, wm[x][kSG * kSD + kSG + g], lsum);
-      }
-    const int64_t row = ((int64_t)b * a.Hkv * kSG + h * kSG + g) * a.splits + split;
-    a.part_o[row * kSD + c] = o;
-    if (c == 0) {
-      a.part_ml[row * 2] = M2;
-      a.part_ml[row * 2 + 1] = lsum;
-    }
-  }
+  merge_warp_partials(smem + kSD * kSG * 4, kWarpBytes, a, b, h, split);
 }
 
 template <bool DBG>
