@@ -19,7 +19,6 @@ Usage: kivi_check_attention.py --kivi KIVI_DIR --out-dir DIR [--bench BITS...] [
 import argparse
 import math
 import os
-import statistics
 import sys
 
 import numpy as np
@@ -27,6 +26,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import kivi_layout  # noqa: E402
+from attend_sdpa import median_ms  # noqa: E402  (L2 evicted before each run, as attend-bench)
 
 # KIVI's quant/setup.py nvcc flags, less -std=c++17: newer torch headers refuse C++17 (2.15:
 # '#error C++20 or later compatible compiler is required'), so the standard is torch's own.
@@ -111,20 +111,6 @@ def run_case(bmm, case, out_dir, device="cuda"):
     save_npz(os.path.join(out_dir, name + ".parts.npz"), **parts)
     print(f"{name}: {method}, lengths {[s['L'] for s in seqs]}, packed keys {[s['k_n'] for s in seqs]}, "
           f"values {[s['v_n'] for s in seqs]}: out {out.shape} written")
-
-
-def median_ms(f, reps, flush):
-    f()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    times = []
-    for _ in range(reps):
-        flush.zero_()  # evict L2, as kvlab-gpu attend-bench and scripts/attend_sdpa.py do
-        start.record()
-        f()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
 
 
 def bench(ext, bmm, reps, bits):
