@@ -88,7 +88,8 @@ struct CaseFile {
   template <class T>
   std::vector<T> raw(const NpyArray& a) const {
     std::vector<T> v(a.numel());
-    std::memcpy(v.data(), a.bytes.data(), a.bytes.size());
+    if (!v.empty())
+      std::memcpy(v.data(), a.bytes.data(), a.bytes.size());  // an empty vector's data() may be null
     return v;
   }
   std::vector<float> params(const std::string& name, ParamType t, int64_t n) const {
